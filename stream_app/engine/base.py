@@ -1,0 +1,170 @@
+"""The one small interface every rating system implements.
+
+A rating system is a pure function of (the match, each participant's state
+before it) to (each participant's state after it). No I/O, no clocks, no
+asyncio: the stream worker and `ratings replay` call exactly the same code,
+which is why they agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Sequence, TypeVar
+
+
+class InvalidMatch(ValueError):
+    """A match that cannot be rated. `code` is the dead-letter reason code."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class ParamError(ValueError):
+    """A league parameter that is unknown, of the wrong type or out of range."""
+
+    def __init__(self, key: str, rule: str):
+        super().__init__(f"{key!r}: {rule}")
+        self.key = key
+        self.rule = rule
+
+
+@dataclass(frozen=True, slots=True)
+class Participant:
+    player: str
+    rank: int  # 1 is best; equal ranks tie
+    score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    league: str
+    match_id: str
+    participants: tuple[Participant, ...]
+    time: float | None = None  # seconds since the epoch (occurred_at), if given
+
+
+class PlayerState(ABC):
+    """A participant's rating state in one league. Small and JSON-serialisable."""
+
+    rating: float
+    matches: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything needed to restore the state (what the tables store)."""
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PlayerState":
+        return cls(**data)  # type: ignore[call-arg]
+
+    def public(self) -> dict[str, Any]:
+        """What users see: rating, matches and the system's extras."""
+        return {"rating": self.rating, "matches": self.matches}
+
+
+S = TypeVar("S", bound=PlayerState)
+
+
+@dataclass(slots=True)
+class RatingChange(Generic[S]):
+    player: str
+    before: S
+    after: S
+    # Per-match figures that are not part of the state, e.g. expected_rank.
+    extras: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def delta(self) -> float:
+        return self.after.rating - self.before.rating
+
+
+@dataclass(frozen=True)
+class Params:
+    """Base of each system's parameters; subclasses add fields and `check`."""
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> "Params":
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        for key in values:
+            if key not in known:
+                raise ParamError(key, f"unknown parameter (known: {', '.join(sorted(known))})")
+        coerced = {}
+        for key, value in values.items():
+            coerced[key] = _coerce(key, value, known[key].type)
+        params = cls(**coerced)
+        params.check()
+        return params
+
+    def check(self) -> None:  # pragma: no cover - overridden
+        pass
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _coerce(key: str, value: Any, annotation: Any) -> Any:
+    """Type-check a TOML value against a dataclass field annotation (a string)."""
+    # Annotations are strings under `from __future__ import annotations`.
+    kind = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    if kind.startswith("float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ParamError(key, f"must be a number (got {value!r})")
+        value = float(value)
+        if not math.isfinite(value):
+            raise ParamError(key, f"must be finite (got {value!r})")
+        return value
+    if kind.startswith("int"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ParamError(key, f"must be an integer (got {value!r})")
+        return value
+    if kind.startswith("bool"):
+        if not isinstance(value, bool):
+            raise ParamError(key, f"must be true or false (got {value!r})")
+        return value
+    if kind.startswith("str"):
+        if not isinstance(value, str):
+            raise ParamError(key, f"must be a string (got {value!r})")
+        return value
+    return value
+
+
+def require(condition: bool, key: str, rule: str) -> None:
+    if not condition:
+        raise ParamError(key, rule)
+
+
+class RatingSystem(ABC, Generic[S]):
+    """One rating system with its league's parameters bound."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type[Params]]
+    State: ClassVar[type[PlayerState]]
+
+    def __init__(self, params: Params | None = None):
+        self.params = params if params is not None else self.Params()
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> "RatingSystem":
+        return cls(cls.Params.from_mapping(values))
+
+    @abstractmethod
+    def initial_state(self) -> S:
+        """The state of a player before their first match in the league."""
+
+    def check(self, match: Match) -> None:
+        """Raise InvalidMatch if this system cannot rate the match."""
+
+    @abstractmethod
+    def rate(self, match: Match, before: Sequence[S]) -> list[RatingChange[S]]:
+        """Rate one match. `before[i]` is the state of match.participants[i].
+
+        Must not mutate `before`; returns one change per participant, in order.
+        """
+
+    def state_from_dict(self, data: dict[str, Any]) -> S:
+        return self.State.from_dict(data)  # type: ignore[return-value]

@@ -1,0 +1,104 @@
+"""Two-player Elo with points (seed 001, checked against seed 004).
+
+Expected score  E_a = 1 / (1 + 10 ** ((R_b - R_a) / c))
+Outcome         S_a = 1 win, 0.5 draw, 0 loss (from the ranks)
+points_method 0 R'_a = R_a + K (S_a - E_a)
+points_method 1 S_a is replaced by P_a / (P_a + P_b)
+points_method 2 R'_a = R_a + K (S_a - E_a) + sign(S_a - E_a) * L * P_a / (P_a + P_b)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from .base import InvalidMatch, Match, Params, PlayerState, RatingChange, RatingSystem, require
+
+
+@dataclass(frozen=True)
+class EloParams(Params):
+    k: float = 32.0
+    scale: float = 400.0  # the c of seed 001
+    initial: float = 1000.0
+    points_method: int = 0
+    l: float = 16.0  # noqa: E741 - the L factor of seed 001
+
+    def check(self) -> None:
+        require(self.k > 0, "k", f"must be > 0 (got {self.k})")
+        require(self.scale > 0, "scale", f"must be > 0 (got {self.scale})")
+        require(self.points_method in (0, 1, 2), "points_method", f"must be 0, 1 or 2 (got {self.points_method})")
+        require(self.l >= 0, "l", f"must be >= 0 (got {self.l})")
+
+
+@dataclass(frozen=True, slots=True)
+class EloState(PlayerState):
+    rating: float
+    matches: int = 0
+
+
+def expected_score(rating: float, opponent: float, scale: float) -> float:
+    return 1.0 / (1.0 + 10.0 ** ((opponent - rating) / scale))
+
+
+def _sign(x: float) -> float:
+    return 1.0 if x > 0 else -1.0 if x < 0 else 0.0
+
+
+class Elo(RatingSystem[EloState]):
+    name = "elo"
+    Params = EloParams
+    State = EloState
+    params: EloParams
+
+    def initial_state(self) -> EloState:
+        return EloState(rating=self.params.initial)
+
+    def check(self, match: Match) -> None:
+        n = len(match.participants)
+        if n != 2:
+            raise InvalidMatch(
+                "system_rule",
+                f"participants: the 'elo' system rates exactly 2 participants (got {n})",
+            )
+        if self.params.points_method:
+            for i, p in enumerate(match.participants):
+                if p.score is None:
+                    raise InvalidMatch(
+                        "system_rule",
+                        f"participants[{i}].score: required by points_method {self.params.points_method}",
+                    )
+                if p.score < 0:
+                    raise InvalidMatch(
+                        "system_rule",
+                        f"participants[{i}].score: must be >= 0 for points_method {self.params.points_method}",
+                    )
+
+    def rate(self, match: Match, before: Sequence[EloState]) -> list[RatingChange[EloState]]:
+        self.check(match)
+        p = self.params
+        a, b = match.participants
+        ra, rb = before[0].rating, before[1].rating
+        ea = expected_score(ra, rb, p.scale)
+        eb = expected_score(rb, ra, p.scale)
+        sa = 1.0 if a.rank < b.rank else 0.0 if a.rank > b.rank else 0.5
+        sb = 1.0 - sa
+        if p.points_method == 0:
+            da = p.k * (sa - ea)
+            db = p.k * (sb - eb)
+        else:
+            total = a.score + b.score  # type: ignore[operator]
+            # A 0-0 result shares the points evenly rather than dividing by zero.
+            fa = a.score / total if total > 0 else 0.5  # type: ignore[operator]
+            fb = b.score / total if total > 0 else 0.5  # type: ignore[operator]
+            if p.points_method == 1:
+                da = p.k * (fa - ea)
+                db = p.k * (fb - eb)
+            else:
+                da = p.k * (sa - ea) + _sign(sa - ea) * p.l * fa
+                db = p.k * (sb - eb) + _sign(sb - eb) * p.l * fb
+        after_a = replace(before[0], rating=ra + da, matches=before[0].matches + 1)
+        after_b = replace(before[1], rating=rb + db, matches=before[1].matches + 1)
+        return [
+            RatingChange(a.player, before[0], after_a, {"expected_score": ea}),
+            RatingChange(b.player, before[1], after_b, {"expected_score": eb}),
+        ]
