@@ -18,10 +18,11 @@ from typing import Any, ClassVar, Generic, Sequence, TypeVar
 class InvalidMatch(ValueError):
     """A match that cannot be rated. `code` is the dead-letter reason code."""
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, field: str | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.field = field  # the offending field as a path, e.g. "participants[1].score"
 
 
 class ParamError(ValueError):

@@ -41,7 +41,9 @@ def expected_score(rating: float, opponent: float, scale: float) -> float:
 
 
 def _sign(x: float) -> float:
-    return 1.0 if x > 0 else -1.0 if x < 0 else 0.0
+    # S - E within float noise of zero (equal ratings, a draw) counts as zero, so
+    # the L bonus does not flip on rounding errors of the ratings.
+    return 1.0 if x > 1e-12 else -1.0 if x < -1e-12 else 0.0
 
 
 class Elo(RatingSystem[EloState]):
@@ -59,6 +61,7 @@ class Elo(RatingSystem[EloState]):
             raise InvalidMatch(
                 "system_rule",
                 f"participants: the 'elo' system rates exactly 2 participants (got {n})",
+                "participants",
             )
         if self.params.points_method:
             for i, p in enumerate(match.participants):
@@ -66,11 +69,13 @@ class Elo(RatingSystem[EloState]):
                     raise InvalidMatch(
                         "system_rule",
                         f"participants[{i}].score: required by points_method {self.params.points_method}",
+                        f"participants[{i}].score",
                     )
                 if p.score < 0:
                     raise InvalidMatch(
                         "system_rule",
                         f"participants[{i}].score: must be >= 0 for points_method {self.params.points_method}",
+                        f"participants[{i}].score",
                     )
 
     def rate(self, match: Match, before: Sequence[EloState]) -> list[RatingChange[EloState]]:

@@ -1,0 +1,153 @@
+"""`ratings`: the command line. Thin: parses flags and calls the library."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import orjson
+
+from .config import ConfigError, LeagueConfig
+from .replay import Ledger, ReplayError, replay
+
+
+LIST_PROBLEMS = 20  # invalid lines listed one by one; the summary counts them all
+
+
+def _config(path: str | None) -> LeagueConfig:
+    try:
+        return LeagueConfig.load(path)
+    except ConfigError as exc:
+        raise SystemExit(f"ratings: {exc}") from None
+
+
+def leaderboard_rows(players: dict[str, dict[str, Any]], limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+    """Highest rating first; ties broken by name so the order is stable."""
+    ordered = sorted(players.items(), key=lambda kv: (-kv[1]["rating"], kv[0]))
+    return [(i + 1, name, view) for i, (name, view) in enumerate(ordered[:limit])]
+
+
+def format_leaderboard(league: str, players: dict[str, dict[str, Any]], limit: int = 10) -> str:
+    rows = leaderboard_rows(players, limit)
+    extra = next((k for k in ("soft_rating", "uncertainty") if rows and k in rows[0][2]), None)
+    head = f"{'#':>3}  {'player':<24} {'rating':>10} {'matches':>8}" + (f" {extra:>12}" if extra else "")
+    lines = [f"{league} ({len(players)} players)", head]
+    for rank, name, view in rows:
+        line = f"{rank:>3}  {name:<24} {view['rating']:>10.1f} {view['matches']:>8}"
+        if extra:
+            line += f" {view[extra]:>12.1f}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    ledger = Ledger(_config(args.config))
+
+    listed = 0
+
+    def problem(line: int, exc: Exception) -> None:
+        nonlocal listed
+        listed += 1
+        if not args.quiet and listed <= LIST_PROBLEMS:
+            print(f"line {line}: {exc}", file=sys.stderr)
+
+    try:
+        report = replay(args.input, ledger, strict=args.strict, on_problem=problem)
+    except ReplayError as exc:
+        print(f"ratings replay: {args.input}: {exc} (stopped: --strict)", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"ratings replay: {args.input}: {exc.strerror}", file=sys.stderr)
+        return 1
+    if not args.quiet and listed > LIST_PROBLEMS:
+        print(f"... and {listed - LIST_PROBLEMS:,} more invalid lines", file=sys.stderr)
+    data = orjson.dumps(ledger.snapshot(), option=orjson.OPT_INDENT_2 if args.indent else 0)
+    if args.output in (None, "-"):
+        sys.stdout.buffer.write(data + b"\n")
+    else:
+        Path(args.output).write_bytes(data + b"\n")
+    rate = report.matches / report.seconds if report.seconds else 0.0
+    print(
+        f"replay: {report.matches:,} matches applied, {report.duplicates:,} duplicates skipped, "
+        f"{report.skipped:,} invalid lines skipped; {len(ledger.leagues):,} leagues, "
+        f"{ledger.player_count:,} players; {report.seconds:.2f} s ({rate:,.0f} matches/s)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from .sample import demo_matches
+
+    out = sys.stdout.buffer if args.output in (None, "-") else open(args.output, "wb")
+    try:
+        for event in demo_matches(seed=args.seed, scale=args.scale):
+            out.write(orjson.dumps(event) + b"\n")
+    finally:
+        if out is not sys.stdout.buffer:
+            out.close()
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .sample import DEMO_CONFIG, demo_matches
+
+    config = LeagueConfig.from_toml(DEMO_CONFIG, "<demo config>")
+    with tempfile.TemporaryDirectory(prefix="ratings-demo-") as tmp:
+        path = Path(tmp) / "matches.jsonl"
+        events = demo_matches(seed=args.seed)
+        path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+        print(f"demo: generated {len(events):,} matches in 3 leagues ({path.name}); replaying them", file=sys.stderr)
+        ledger = Ledger(config)
+        report = replay(path, ledger)
+    for league, players in sorted(ledger.snapshot().items()):
+        print(format_leaderboard(league, players, 10))
+        print()
+    print(
+        f"demo: {report.matches:,} matches applied in {report.seconds:.2f} s; "
+        f"{ledger.player_count:,} players in {len(ledger.leagues)} leagues",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ratings", description="Streaming per-league ratings (Elo, multi-player Elo).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("replay", help="apply a file of match-result lines offline and print the final ratings")
+    p.add_argument("--input", "-i", required=True, help="JSONL file of match-result events (plain or .gz; '-' for stdin)")
+    p.add_argument("--config", "-c", help="league configuration (TOML); default: every league uses elo")
+    p.add_argument("--output", "-o", help="write the final state here (JSON) instead of stdout")
+    p.add_argument("--strict", action="store_true", help="stop at the first invalid line (exit status 1)")
+    p.add_argument("--indent", action="store_true", help="indent the JSON output")
+    p.add_argument("--quiet", "-q", action="store_true", help="do not list invalid lines (the summary still counts them)")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("sample", help="write the demo's sample match results as JSONL")
+    p.add_argument("--output", "-o", help="file to write (default stdout)")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--scale", type=float, default=1.0, help="multiply the number of matches")
+    p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("demo", help="generate sample leagues, rate them and print each league's top 10")
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""League configuration: which rating system (and parameters) each league uses.
+
+A TOML file:
+
+    [default]                 # leagues that no pattern below matches
+    algorithm = "elo"
+    k = 24
+
+    [leagues."chess-*"]       # glob on the league name; first match in file order wins
+    algorithm = "elo"
+    points_method = 2
+
+    [leagues."codeforces"]
+    algorithm = "elo-mmr"
+
+Without a file every league uses `elo` with its defaults. Every mistake
+(unknown algorithm, unknown key, wrong type, value out of range) is an error
+at start-up naming the file, the table and the key.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .engine import SYSTEMS, ParamError, RatingSystem, make_system
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class LeagueRule:
+    pattern: str  # "*" for [default]
+    table: str  # how the table is written in the file, for messages
+    algorithm: str
+    params: dict[str, Any]
+    system: RatingSystem
+
+
+class LeagueConfig:
+    def __init__(self, rules: list[LeagueRule], default: LeagueRule, source: str = "<defaults>"):
+        self.rules = rules
+        self.default = default
+        self.source = source
+        self._cache: dict[str, LeagueRule] = {}
+
+    @classmethod
+    def defaults(cls) -> "LeagueConfig":
+        return cls([], _rule("*", "[default]", {"algorithm": "elo"}, "<defaults>"))
+
+    @classmethod
+    def from_toml(cls, text: str, source: str = "<string>") -> "LeagueConfig":
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+        for key in doc:
+            if key not in ("default", "leagues"):
+                raise ConfigError(f"{source}: unknown table or key {key!r} (expected [default] and [leagues.\"<glob>\"])")
+        default_table = doc.get("default", {"algorithm": "elo"})
+        if not isinstance(default_table, dict):
+            raise ConfigError(f"{source}: 'default' must be a table")
+        default = _rule("*", "[default]", default_table, source)
+        leagues = doc.get("leagues", {})
+        if not isinstance(leagues, dict):
+            raise ConfigError(f"{source}: 'leagues' must be a table of [leagues.\"<glob>\"] tables")
+        rules = []
+        for pattern, table in leagues.items():  # tomllib keeps file order
+            name = f'[leagues."{pattern}"]'
+            if not isinstance(table, dict):
+                raise ConfigError(f"{source}: {name} must be a table")
+            rules.append(_rule(pattern, name, table, source))
+        return cls(rules, default, source)
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> "LeagueConfig":
+        if path is None:
+            return cls.defaults()
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read league configuration: {exc.strerror}") from None
+        return cls.from_toml(text, str(path))
+
+    def rule_for(self, league: str) -> LeagueRule:
+        rule = self._cache.get(league)
+        if rule is None:
+            rule = next((r for r in self.rules if fnmatch.fnmatchcase(league, r.pattern)), self.default)
+            if len(self._cache) < 100_000:
+                self._cache[league] = rule
+        return rule
+
+    def system_for(self, league: str) -> RatingSystem:
+        return self.rule_for(league).system
+
+    def fingerprint(self) -> str:
+        """Changes when any rule changes: lets state remember what produced it."""
+        doc = [[r.pattern, r.algorithm, r.system.params.to_dict()] for r in [*self.rules, self.default]]
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _rule(pattern: str, table: str, values: dict[str, Any], source: str) -> LeagueRule:
+    values = dict(values)
+    algorithm = values.pop("algorithm", None)
+    if algorithm is None:
+        raise ConfigError(f"{source}: {table} key 'algorithm': required (one of {', '.join(sorted(SYSTEMS))})")
+    if not isinstance(algorithm, str) or algorithm not in SYSTEMS:
+        raise ConfigError(
+            f"{source}: {table} key 'algorithm': unknown algorithm {algorithm!r} (known: {', '.join(sorted(SYSTEMS))})"
+        )
+    try:
+        system = make_system(algorithm, values)
+    except ParamError as exc:
+        raise ConfigError(f"{source}: {table} key {exc.key!r}: {exc.rule}") from None
+    return LeagueRule(pattern, table, algorithm, values, system)

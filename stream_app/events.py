@@ -1,0 +1,256 @@
+"""Events in and out: parse and validate match results, build rating-changed
+and dead-letter events. The JSON Schemas in schemas/ are the contract; this
+module compiles them (fastjsonschema) and adds the rules a schema cannot say
+(a player twice in a match, ranks for some participants but not others).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import fastjsonschema
+import orjson
+
+from .engine import Match, Participant, RatingChange
+
+MAX_EVENT_BYTES = 1 << 20  # 1 MiB: Kafka's default max message size; the largest Codeforces round is 0.6 MB
+MAX_PARTICIPANTS = 20_000  # the largest Codeforces round has 16,783
+MAX_ID_LENGTH = 128
+
+SCHEMA_NAMES = ("match-result.v1", "rating-changed.v1", "dead-letter.v1")
+
+
+def schema_dir() -> Path:
+    """schemas/ ships inside the wheel as stream_app/schemas; in a checkout it is ../schemas."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "schemas", here.parent / "schemas"):
+        if (candidate / "match-result.v1.json").is_file():
+            return candidate
+    raise FileNotFoundError("the JSON Schemas (schemas/*.v1.json) are missing from the installation")
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str) -> dict[str, Any]:
+    return json.loads((schema_dir() / f"{name}.json").read_text())
+
+
+@lru_cache(maxsize=None)
+def _compiled(name: str):
+    # The schemas only use keywords that mean the same in draft 7 and 2020-12,
+    # so fastjsonschema's draft-7 code generator validates them exactly.
+    schema = dict(load_schema(name))
+    schema.pop("examples", None)
+    return fastjsonschema.compile(schema)
+
+
+class BadEvent(ValueError):
+    """An input event that cannot be applied. `code` is the dead-letter reason."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        field: str | None = None,
+        league: str | None = None,
+        match_id: str | None = None,
+    ):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+        self.league = league
+        self.match_id = match_id
+
+    def __str__(self) -> str:
+        return f"{self.message} [{self.code}]"
+
+
+def _path(parts: list[str]) -> str:
+    """['data', 'participants', '0', 'rank'] -> 'participants[0].rank'"""
+    out = ""
+    for part in parts[1:]:
+        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+    return out
+
+
+def _schema_error(exc: fastjsonschema.JsonSchemaValueException, doc: dict[str, Any]) -> BadEvent:
+    field = _path(list(exc.path or ["data"]))
+    rule = exc.rule or "schema"
+    league = doc.get("league") if isinstance(doc.get("league"), str) else None
+    match_id = doc.get("match_id") if isinstance(doc.get("match_id"), str) else None
+    if rule == "required" and isinstance(exc.value, dict):
+        missing = [k for k in (exc.rule_definition or []) if k not in exc.value]
+        name = f"{field}.{missing[0]}" if field and missing else (missing[0] if missing else field)
+        return BadEvent("schema_violation", f"{name}: required field is missing (required)", name, league, match_id)
+    if field == "participants" and rule == "maxItems":
+        return BadEvent(
+            "too_many_participants",
+            f"participants: at most {MAX_PARTICIPANTS} participants (got {len(doc['participants'])}) (maxItems)",
+            field,
+            league,
+            match_id,
+        )
+    if rule == "anyOf":
+        text = "needs a rank or a score"
+    elif rule == "pattern":
+        text = "must be 1 to 128 characters from A-Z a-z 0-9 _ . : @ + - (not '.' or '..')"
+    else:
+        # fastjsonschema says "data.x must be ..."; keep the rule, drop the prefix.
+        text = exc.message.split(" ", 1)[1] if " " in exc.message else exc.message
+    return BadEvent("schema_violation", f"{field or 'event'}: {text} ({rule})", field or None, league, match_id)
+
+
+def parse_time(text: str) -> float:
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        raise ValueError("no time zone offset")
+    return moment.timestamp()
+
+
+def format_time(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def decode_payload(raw: bytes | str) -> dict[str, Any]:
+    """Bytes -> JSON object, with the size, encoding and syntax checks."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_EVENT_BYTES:
+        raise BadEvent("too_large", f"event: {len(raw)} bytes, over the limit of {MAX_EVENT_BYTES} bytes")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadEvent("invalid_encoding", f"event: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadEvent("invalid_json", f"event: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise BadEvent("not_an_object", f"event: must be a JSON object (got {type(doc).__name__})")
+    return doc
+
+
+def validate_match(doc: dict[str, Any]) -> Match:
+    """A decoded JSON object -> a Match, or BadEvent naming the field and rule."""
+    try:
+        _compiled("match-result.v1")(doc)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        raise _schema_error(exc, doc) from None
+    league = doc["league"]
+    match_id = doc["match_id"]
+    people = doc["participants"]
+
+    def bad(code: str, field: str, text: str) -> BadEvent:
+        return BadEvent(code, f"{field}: {text}", field, league, match_id)
+
+    seen: dict[str, int] = {}
+    ranked = 0
+    for i, person in enumerate(people):
+        player = person["player"]
+        if player in seen:
+            raise bad("duplicate_player", f"participants[{i}].player", f"{player!r} already appears at participants[{seen[player]}]")
+        seen[player] = i
+        if "rank" in person:
+            ranked += 1
+        score = person.get("score")
+        if score is not None and not math.isfinite(score):
+            raise bad("schema_violation", f"participants[{i}].score", "must be a finite number")
+    if 0 < ranked < len(people):
+        i = next(i for i, person in enumerate(people) if "rank" not in person)
+        raise bad(
+            "inconsistent_standings",
+            f"participants[{i}].rank",
+            "missing while other participants have a rank (give every participant a rank, or none and every one a score)",
+        )
+    if ranked:
+        ranks = [int(person["rank"]) for person in people]
+    else:
+        ranks = _ranks_from_scores([float(person["score"]) for person in people])
+    time = None
+    if "occurred_at" in doc:
+        try:
+            time = parse_time(doc["occurred_at"])
+        except ValueError:
+            raise bad("invalid_time", "occurred_at", "must be an RFC 3339 date-time with a time zone offset") from None
+    participants = tuple(
+        Participant(person["player"], rank, float(person["score"]) if "score" in person else None)
+        for person, rank in zip(people, ranks)
+    )
+    return Match(league=league, match_id=match_id, participants=participants, time=time)
+
+
+def _ranks_from_scores(scores: list[float]) -> list[int]:
+    """Competition ranking: 1 + the number of strictly higher scores."""
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    ranks = [0] * len(scores)
+    for position, i in enumerate(order):
+        if position and scores[i] == scores[order[position - 1]]:
+            ranks[i] = ranks[order[position - 1]]
+        else:
+            ranks[i] = position + 1
+    return ranks
+
+
+def parse_match(raw: bytes | str | dict[str, Any]) -> Match:
+    doc = raw if isinstance(raw, dict) else decode_payload(raw)
+    return validate_match(doc)
+
+
+def event_id(league: str, match_id: str, player: str) -> str:
+    """Deterministic: a redelivered rating change has the same id."""
+    # \x1f cannot occur in ids, so distinct triples never collide by concatenation.
+    return hashlib.blake2b(f"{league}\x1f{match_id}\x1f{player}".encode(), digest_size=16).hexdigest()
+
+
+def rating_changed(algorithm: str, match: Match, rank: int, change: RatingChange) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "schema": "rating-changed.v1",
+        "event_id": event_id(match.league, match.match_id, change.player),
+        "league": match.league,
+        "match_id": match.match_id,
+        "player": change.player,
+        "algorithm": algorithm,
+        "rank": rank,
+        "rating_before": change.before.rating,
+        "rating_after": change.after.rating,
+        "delta": change.after.rating - change.before.rating,
+        "matches": change.after.matches,
+    }
+    if match.time is not None:
+        event["occurred_at"] = format_time(match.time)
+    public = change.after.public()
+    for key, value in public.items():
+        if key not in ("rating", "matches"):
+            event[key] = value
+    event.update(change.extras)
+    return event
+
+
+def dead_letter(error: BadEvent, payload: bytes | str | dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(payload, dict):
+        payload = orjson.dumps(payload)
+    if isinstance(payload, str):
+        payload = payload.encode("utf-8", "surrogatepass")
+    try:
+        text, encoding = payload.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = base64.b64encode(payload).decode("ascii"), "base64"
+    return {
+        "schema": "dead-letter.v1",
+        "reason": error.code,
+        "message": error.message,
+        "field": error.field,
+        "league": error.league,
+        "match_id": error.match_id,
+        "payload": text,
+        "payload_encoding": encoding,
+        "source": source,
+        "failed_at": format_time(datetime.now(timezone.utc).timestamp()),
+    }

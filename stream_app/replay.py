@@ -1,0 +1,178 @@
+"""Offline replay: the same engine over a file of match-result lines.
+
+`Ledger` holds every league's player states in memory and applies matches
+with exactly the rules the stream worker uses (validation, the league's
+system, a match_id seen before in its league is skipped), so a replay of a
+file and the stream of the same file end in the same state, bit for bit.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator
+
+from .config import LeagueConfig
+from .engine import InvalidMatch, Match, PlayerState, RatingChange, RatingSystem
+from .events import BadEvent, parse_match
+
+
+def rate_match(
+    system: RatingSystem, match: Match, lookup: Callable[[str], PlayerState | None]
+) -> tuple[list[PlayerState], list[RatingChange]]:
+    """Check the match against its system and rate it; newcomers get the initial state.
+
+    Raises BadEvent (reason `system_rule`) when the system cannot rate it.
+    """
+    try:
+        system.check(match)
+    except InvalidMatch as exc:
+        raise BadEvent(exc.code, exc.message, exc.field, match.league, match.match_id) from None
+    before = []
+    for participant in match.participants:
+        state = lookup(participant.player)
+        before.append(state if state is not None else system.initial_state())
+    return before, system.rate(match, before)
+
+
+class Ledger:
+    """Every league's ratings, in memory."""
+
+    def __init__(self, config: LeagueConfig | None = None):
+        self.config = config or LeagueConfig.defaults()
+        self.leagues: dict[str, dict[str, PlayerState]] = {}
+        self.seen: dict[str, set[str]] = {}
+        self.applied = 0
+        self.duplicates = 0
+
+    def apply(self, match: Match) -> list[RatingChange] | None:
+        """Apply one match; None if its match_id was already applied in its league."""
+        seen = self.seen.setdefault(match.league, set())
+        if match.match_id in seen:
+            self.duplicates += 1
+            return None
+        players = self.leagues.get(match.league)
+        _, changes = rate_match(self.config.system_for(match.league), match, (players or {}).get)
+        if players is None:
+            players = self.leagues[match.league] = {}
+        for change in changes:
+            players[change.player] = change.after
+        seen.add(match.match_id)
+        self.applied += 1
+        return changes
+
+    def state(self, league: str, player: str) -> PlayerState | None:
+        return self.leagues.get(league, {}).get(player)
+
+    def snapshot(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """{league: {player: {rating, matches, ...extras}}}: the replay output."""
+        return {
+            league: {player: state.public() for player, state in players.items()}
+            for league, players in self.leagues.items()
+        }
+
+    @property
+    def player_count(self) -> int:
+        return sum(len(players) for players in self.leagues.values())
+
+
+@dataclass
+class ReplayReport:
+    matches: int = 0
+    duplicates: int = 0
+    skipped: int = 0
+    lines: int = 0
+    seconds: float = 0.0
+    problems: list[tuple[int, BadEvent]] = field(default_factory=list)
+
+
+class _Progress:
+    """A byte-based progress bar on a terminal; nothing otherwise."""
+
+    def __init__(self, raw: IO[bytes] | None, total: int | None, enabled: bool):
+        self.raw = raw
+        self.bar = None
+        if enabled and raw is not None and total:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="B", unit_scale=True, desc="replay", file=sys.stderr, leave=False)
+
+    def update(self) -> None:
+        if self.bar is not None and self.raw is not None:
+            self.bar.update(self.raw.tell() - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def open_lines(path: str | Path) -> tuple[Iterator[bytes], IO[bytes] | None, int | None]:
+    """Lines of a JSONL file (plain, .gz, or '-' for stdin), the raw file, its size."""
+    if str(path) == "-":
+        return iter(sys.stdin.buffer), None, None
+    path = Path(path)
+    raw = open(path, "rb")
+    size = path.stat().st_size
+    magic = raw.read(2)
+    raw.seek(0)
+    if magic == b"\x1f\x8b":
+        return iter(io.BufferedReader(gzip.GzipFile(fileobj=raw))), raw, size
+    return iter(raw), raw, size
+
+
+def replay(
+    path: str | Path,
+    ledger: Ledger,
+    *,
+    strict: bool = False,
+    progress: bool | None = None,
+    on_problem: Callable[[int, BadEvent], None] | None = None,
+    before_match: Callable[[Match, Ledger], None] | None = None,
+) -> ReplayReport:
+    """Apply every line of the file to the ledger, in file order."""
+    report = ReplayReport()
+    lines, raw, size = open_lines(path)
+    bar = _Progress(raw, size, sys.stderr.isatty() if progress is None else progress)
+    started = time.perf_counter()
+    try:
+        for number, line in enumerate(lines, start=1):
+            report.lines = number
+            if not line.strip():
+                continue
+            try:
+                match = parse_match(line.rstrip(b"\r\n"))
+                if before_match is not None:
+                    before_match(match, ledger)
+                changes = ledger.apply(match)
+            except BadEvent as exc:
+                if strict:
+                    raise ReplayError(number, exc) from None
+                report.skipped += 1
+                if len(report.problems) < 1000:
+                    report.problems.append((number, exc))
+                if on_problem is not None:
+                    on_problem(number, exc)
+                continue
+            if changes is None:
+                report.duplicates += 1
+            else:
+                report.matches += 1
+            if number % 256 == 0:
+                bar.update()
+    finally:
+        bar.close()
+        if raw is not None:
+            raw.close()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+class ReplayError(RuntimeError):
+    def __init__(self, line: int, error: BadEvent):
+        super().__init__(f"line {line}: {error}")
+        self.line = line
+        self.error = error

@@ -1,0 +1,92 @@
+"""League configuration: globs in file order, a default, and start-up errors
+that name the file, the table and the key."""
+
+import pytest
+
+from stream_app.config import ConfigError, LeagueConfig
+from stream_app.engine.elo import Elo
+from stream_app.engine.pairwise import Pairwise
+
+TOML = """
+[default]
+algorithm = "elo"
+k = 20
+
+[leagues."chess-*"]
+algorithm = "elo"
+points_method = 2
+l = 8
+
+[leagues."chess-960"]   # never reached: chess-* comes first
+algorithm = "elo-pairwise"
+
+[leagues."kart*"]
+algorithm = "elo-pairwise"
+ties = "half"
+top_n = 3
+k_top = 4
+"""
+
+
+def test_globs_match_in_file_order_and_default_catches_the_rest():
+    config = LeagueConfig.from_toml(TOML, "leagues.toml")
+    chess = config.system_for("chess-960")
+    assert isinstance(chess, Elo) and chess.params.points_method == 2 and chess.params.l == 8.0
+    assert chess.params.k == 32.0  # the default table's k does not leak into other tables
+    kart = config.system_for("karting")
+    assert isinstance(kart, Pairwise) and kart.params.ties == "half" and kart.params.k_for_top == 4.0
+    other = config.system_for("go")
+    assert isinstance(other, Elo) and other.params.k == 20.0
+    assert config.rule_for("go").table == "[default]"
+
+
+def test_without_a_file_every_league_uses_elo_with_its_defaults():
+    config = LeagueConfig.load(None)
+    system = config.system_for("anything")
+    assert isinstance(system, Elo)
+    assert (system.params.k, system.params.scale, system.params.initial, system.params.points_method, system.params.l) == (
+        32.0, 400.0, 1000.0, 0, 16.0)
+
+
+def test_loads_from_a_file(tmp_path):
+    path = tmp_path / "leagues.toml"
+    path.write_text(TOML)
+    assert isinstance(LeagueConfig.load(path).system_for("kart-1"), Pairwise)
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('[leagues."x"]\nalgorithm = "glicko"\n', ['[leagues."x"]', "'algorithm'", "unknown algorithm 'glicko'"]),
+        ('[leagues."x"]\nk = 3\n', ['[leagues."x"]', "'algorithm'", "required"]),
+        ('[leagues."x"]\nalgorithm = "elo"\nkay = 3\n', ['[leagues."x"]', "'kay'", "unknown parameter"]),
+        ('[leagues."x"]\nalgorithm = "elo"\nk = -3\n', ['[leagues."x"]', "'k'", "must be > 0"]),
+        ('[leagues."x"]\nalgorithm = "elo"\nk = "big"\n', ['[leagues."x"]', "'k'", "must be a number"]),
+        ('[leagues."x"]\nalgorithm = "elo-pairwise"\nties = "sometimes"\n', ['[leagues."x"]', "'ties'", "skip"]),
+        ('[default]\nalgorithm = "elo"\npoints_method = 5\n', ["[default]", "'points_method'", "0, 1 or 2"]),
+        ('[leagues."x"]\nalgorithm = "elo"\nk = inf\n', ['[leagues."x"]', "'k'", "finite"]),
+        ('[league."x"]\nalgorithm = "elo"\n', ["unknown table or key 'league'"]),
+        ("[default\n", ["not valid TOML"]),
+    ],
+)
+def test_errors_name_the_file_the_table_and_the_key(tmp_path, text, words):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        LeagueConfig.load(path)
+    message = str(err.value)
+    assert message.startswith(str(path) + ":")
+    for word in words:
+        assert word in message
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read league configuration"):
+        LeagueConfig.load(tmp_path / "nope.toml")
+
+
+def test_fingerprint_changes_with_the_rules():
+    a = LeagueConfig.from_toml(TOML)
+    b = LeagueConfig.from_toml(TOML.replace("l = 8", "l = 9"))
+    assert a.fingerprint() == LeagueConfig.from_toml(TOML).fingerprint()
+    assert a.fingerprint() != b.fingerprint()
