@@ -90,3 +90,13 @@ def test_fingerprint_changes_with_the_rules():
     b = LeagueConfig.from_toml(TOML.replace("l = 8", "l = 9"))
     assert a.fingerprint() == LeagueConfig.from_toml(TOML).fingerprint()
     assert a.fingerprint() != b.fingerprint()
+
+
+def test_the_shipped_demo_configuration_is_the_one_the_demo_uses():
+    from pathlib import Path
+
+    from stream_app.sample import DEMO_CONFIG
+
+    shipped = Path(__file__).parent.parent / "deploy" / "leagues.toml"
+    assert shipped.read_text() == DEMO_CONFIG
+    assert LeagueConfig.load(shipped).fingerprint() == LeagueConfig.from_toml(DEMO_CONFIG).fingerprint()

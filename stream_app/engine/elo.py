@@ -9,7 +9,7 @@ points_method 2 R'_a = R_a + K (S_a - E_a) + sign(S_a - E_a) * L * P_a / (P_a + 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 from .base import InvalidMatch, Match, Params, PlayerState, RatingChange, RatingSystem, require
@@ -101,8 +101,8 @@ class Elo(RatingSystem[EloState]):
             else:
                 da = p.k * (sa - ea) + _sign(sa - ea) * p.l * fa
                 db = p.k * (sb - eb) + _sign(sb - eb) * p.l * fb
-        after_a = replace(before[0], rating=ra + da, matches=before[0].matches + 1)
-        after_b = replace(before[1], rating=rb + db, matches=before[1].matches + 1)
+        after_a = EloState(ra + da, before[0].matches + 1)
+        after_b = EloState(rb + db, before[1].matches + 1)
         return [
             RatingChange(a.player, before[0], after_a, {"expected_score": ea}),
             RatingChange(b.player, before[1], after_b, {"expected_score": eb}),

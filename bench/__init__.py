@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`): figures with ratios against baselines measured in the same run."""
