@@ -54,6 +54,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if not args.quiet and listed <= LIST_PROBLEMS:
             print(f"line {line}: {exc}", file=sys.stderr)
 
+    accuracy = None
+    if args.metrics_json:
+        from .accuracy import Accuracy
+
+        accuracy = Accuracy()
+        ledger.observer = accuracy.observe
     try:
         report = replay(args.input, ledger, strict=args.strict, on_problem=problem)
     except ReplayError as exc:
@@ -64,11 +70,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 1
     if not args.quiet and listed > LIST_PROBLEMS:
         print(f"... and {listed - LIST_PROBLEMS:,} more invalid lines", file=sys.stderr)
-    data = orjson.dumps(ledger.snapshot(), option=orjson.OPT_INDENT_2 if args.indent else 0)
-    if args.output in (None, "-"):
-        sys.stdout.buffer.write(data + b"\n")
-    else:
-        Path(args.output).write_bytes(data + b"\n")
+    if accuracy is not None:
+        from .accuracy import format_report
+
+        figures = accuracy.report()
+        Path(args.metrics_json).write_bytes(orjson.dumps(figures, option=orjson.OPT_INDENT_2) + b"\n")
+        print(format_report(figures))
+    # With --metrics-json stdout carries the table; the state then goes only to --output.
+    if args.output not in (None, "-") or accuracy is None:
+        data = orjson.dumps(ledger.snapshot(), option=orjson.OPT_INDENT_2 if args.indent else 0)
+        if args.output in (None, "-"):
+            sys.stdout.buffer.write(data + b"\n")
+        else:
+            Path(args.output).write_bytes(data + b"\n")
     rate = report.matches / report.seconds if report.seconds else 0.0
     print(
         f"replay: {report.matches:,} matches applied, {report.duplicates:,} duplicates skipped, "
@@ -76,6 +90,39 @@ def cmd_replay(args: argparse.Namespace) -> int:
         f"{ledger.player_count:,} players; {report.seconds:.2f} s ({rate:,.0f} matches/s)",
         file=sys.stderr,
     )
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    import gzip
+
+    from .synth import synthetic_rounds
+
+    path = args.output
+    out = sys.stdout.buffer if path in (None, "-") else (gzip.open(path, "wb") if path.endswith(".gz") else open(path, "wb"))
+    bar = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=args.rounds, unit="round", desc="synth", file=sys.stderr, leave=False)
+    try:
+        for event in synthetic_rounds(args.players, args.rounds, args.seed, args.league):
+            out.write(orjson.dumps(event) + b"\n")
+            if bar is not None:
+                bar.update()
+    finally:
+        if bar is not None:
+            bar.close()
+        if out is not sys.stdout.buffer:
+            out.close()
+    print(f"synth: {args.rounds:,} rounds of {args.players:,} players written to {path or 'stdout'}", file=sys.stderr)
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .plot import draw
+
+    draw(args.input, _config(args.config), args.league, args.output, top=args.top, players=args.player)
     return 0
 
 
@@ -125,7 +172,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="stop at the first invalid line (exit status 1)")
     p.add_argument("--indent", action="store_true", help="indent the JSON output")
     p.add_argument("--quiet", "-q", action="store_true", help="do not list invalid lines (the summary still counts them)")
+    p.add_argument(
+        "--metrics-json",
+        metavar="FILE",
+        help="score how well ratings before each round predict it (pair inversion, rank deviation, MSE); "
+        "write the figures here and a table to stdout (the state then goes only to --output)",
+    )
     p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("plot", help="replay one league and chart players' ratings over time (PNG)")
+    p.add_argument("--input", "-i", required=True, help="JSONL file of match-result events (plain or .gz)")
+    p.add_argument("--config", "-c", help="league configuration (TOML)")
+    p.add_argument("--league", "-l", required=True)
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--top", type=int, default=10, help="the N highest-rated players at the end (default 10)")
+    who.add_argument("--player", "-p", action="append", help="a player to draw (repeatable)")
+    p.add_argument("--output", "-o", required=True, help="the chart (PNG)")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("synth", help="write the Elo-MMR paper's synthetic data set (section 6.1) as match-result lines")
+    p.add_argument("--players", type=int, default=10_000)
+    p.add_argument("--rounds", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--league", default="synthetic")
+    p.add_argument("--output", "-o", help="file to write (.gz compresses); default stdout")
+    p.set_defaults(func=cmd_synth)
 
     p = sub.add_parser("sample", help="write the demo's sample match results as JSONL")
     p.add_argument("--output", "-o", help="file to write (default stdout)")

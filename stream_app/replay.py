@@ -48,6 +48,8 @@ class Ledger:
         self.seen: dict[str, set[str]] = {}
         self.applied = 0
         self.duplicates = 0
+        # Called with (match, prior states, None for newcomers) before a match is applied.
+        self.observer: Callable[[Match, list[PlayerState | None]], None] | None = None
 
     def apply(self, match: Match) -> list[RatingChange] | None:
         """Apply one match; None if its match_id was already applied in its league."""
@@ -56,7 +58,10 @@ class Ledger:
             self.duplicates += 1
             return None
         players = self.leagues.get(match.league)
-        _, changes = rate_match(self.config.system_for(match.league), match, (players or {}).get)
+        lookup = (players or {}).get
+        _, changes = rate_match(self.config.system_for(match.league), match, lookup)
+        if self.observer is not None:
+            self.observer(match, [lookup(p.player) for p in match.participants])
         if players is None:
             players = self.leagues[match.league] = {}
         for change in changes:
@@ -131,7 +136,6 @@ def replay(
     strict: bool = False,
     progress: bool | None = None,
     on_problem: Callable[[int, BadEvent], None] | None = None,
-    before_match: Callable[[Match, Ledger], None] | None = None,
 ) -> ReplayReport:
     """Apply every line of the file to the ledger, in file order."""
     report = ReplayReport()
@@ -145,8 +149,6 @@ def replay(
                 continue
             try:
                 match = parse_match(line.rstrip(b"\r\n"))
-                if before_match is not None:
-                    before_match(match, ledger)
                 changes = ledger.apply(match)
             except BadEvent as exc:
                 if strict:
