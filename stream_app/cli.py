@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -126,6 +127,33 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from pathlib import Path as _Path
+
+    from .worker import Settings, run_worker
+
+    _config(args.config)  # fail fast, before Faust starts, on a bad configuration
+    from .security import KafkaSecurity, SecurityConfigError
+
+    try:
+        security = KafkaSecurity.from_env()
+    except SecurityConfigError as exc:
+        raise SystemExit(f"ratings worker: {exc}") from None
+    settings = Settings(
+        broker=args.broker,
+        partitions=args.partitions,
+        match_topic=args.match_topic,
+        changes_topic=args.changes_topic,
+        dlq_topic=args.dlq_topic,
+        data_dir=_Path(args.data_dir),
+        web_port=args.web_port,
+        web_host=args.web_host,
+        config_path=args.config,
+        security=security if security.protocol != "PLAINTEXT" else None,
+    )
+    return run_worker(settings, loglevel=args.loglevel)
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     from .sample import demo_matches
 
@@ -198,6 +226,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", help="file to write (.gz compresses); default stdout")
     p.set_defaults(func=cmd_synth)
 
+    from .cli_stream import add_common_flags
+
+    p = sub.add_parser("worker", help="run a stream worker (Faust) that applies match results and serves the HTTP API")
+    add_common_flags(p, web=True, data_dir=True, config=True)
+    p.add_argument("--loglevel", default="info", help="log level (default info)")
+    p.set_defaults(func=cmd_worker)
+
     p = sub.add_parser("sample", help="write the demo's sample match results as JSONL")
     p.add_argument("--output", "-o", help="file to write (default stdout)")
     p.add_argument("--seed", type=int, default=7)
@@ -207,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="generate sample leagues, rate them and print each league's top 10")
     p.add_argument("--seed", type=int, default=7)
     p.set_defaults(func=cmd_demo)
+    from .cli_stream import add_stream_commands; add_stream_commands(sub)  # noqa: E702 (broker, produce, subscribe)
     return parser
 
 

@@ -159,6 +159,11 @@ documents = st.fixed_dictionaries(
 )
 
 
+def test_the_reference_validator_checks_date_time_formats():
+    # Without rfc3339-validator installed, jsonschema skips "format": the cross-check would be blind.
+    assert not validator("match-result.v1").is_valid(good(occurred_at="2026-01-01"))
+
+
 @given(doc=documents)
 @settings(max_examples=500, deadline=None)
 def test_validator_agrees_with_the_json_schema(doc):

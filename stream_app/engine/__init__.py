@@ -6,9 +6,10 @@ from typing import Any
 
 from .base import InvalidMatch, Match, ParamError, Participant, PlayerState, RatingChange, RatingSystem
 from .elo import Elo
+from .mmr import EloMmr, EloMmx
 from .pairwise import Pairwise
 
-SYSTEMS: dict[str, type[RatingSystem]] = {cls.name: cls for cls in (Elo, Pairwise)}
+SYSTEMS: dict[str, type[RatingSystem]] = {cls.name: cls for cls in (Elo, Pairwise, EloMmr, EloMmx)}
 
 
 def make_system(algorithm: str, params: dict[str, Any] | None = None) -> RatingSystem:

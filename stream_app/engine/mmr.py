@@ -1,0 +1,673 @@
+"""Elo-MMR(rho) and Elo-MMchi (seed 002: Ebtekar and Liu, "An Elo-like System
+for Massive Multiplayer Competitions"), checked against the authors' reference
+(EbTech/Elo-MMR, multi-skill/src/systems/elo_mmr.rs, and its Python bindings
+elo-mmr-py).
+
+One round (Algorithm 1):
+
+1. Diffusion (Algorithm 2). Each participant's skill drifts by gamma^2, the
+   discrete drift of one round plus `drift_per_day` per day since their last
+   match. Elo-MMR(rho) keeps the posterior as a Gaussian factor N(p0, beta0^2)
+   and a list of logistic factors, one per past round: kappa = sigma^2 /
+   (sigma^2 + gamma^2); a share 1 - kappa^rho of every weight is transferred
+   to the Gaussian factor, centred at the current rating, and all weights
+   decay by kappa. Elo-MMchi (and rho = infinity) collapses everything into
+   one Gaussian N(mu, sigma^2 + gamma^2).
+2. Performance. Each participant j is modelled as a performance distribution
+   centred at mu_j with deviation delta_j = sqrt(sigma_j^2 + beta^2),
+   logistic for Elo-MMR and Gaussian for Elo-MMchi. Participant i's
+   performance p_i is the zero of the derivative of the log-likelihood of
+   the observed standings (Algorithm 3); a tie counts as a full win plus a
+   full loss (paper, section 3.1), or half of each with `split_ties`.
+3. Belief update. Elo-MMR pushes a logistic factor (p_i, beta) and the new
+   rating is the zero of
+       w0 (x - p0) + sum_k (pi / (beta_k sqrt 3)) omega_k tanh((x - p_k) pi / (beta_k sqrt 12))
+   (Equation 6); Elo-MMchi multiplies Gaussians. Either way the new
+   uncertainty is 1 / sqrt(1/sigma^2 + 1/beta^2) (Equation 8).
+
+Defaults are the reference's: newcomers N(1500, 350^2); `weight_limit` w = 0.2
+and `sig_limit` 80 give beta^2 = (1 + 1/w) 80^2 (about 196) and the per-round
+drift gamma^2 = w 80^2 (about 35.8), so that a player who plays often
+converges to sigma = 80; rho = 1; no subsampling. `beta` and `gamma` override
+the derived values.
+
+Compression (section 5.3): at most `max_history` logistic factors are kept;
+older ones are folded into the Gaussian factor (their weight has decayed
+geometrically by then, by a factor of about 0.7 a round with the defaults).
+Subsampling: with `subsample_size`, each participant's performance is
+estimated against about that many opponent terms nearest in rating; terms
+whose mu and delta fall in the same `subsample_bucket` are merged, as in the
+reference (which also merges with the default bucket of 1e-5).
+
+Differences from the reference, all below its own numerical noise for normal
+data: the root brackets follow the data instead of being fixed at
+(-6000, 9000), so ratings are translation invariant; the exact reference keeps
+an unbounded history (ours is `max_history`, 100 by default, as its fast mode);
+a match where every participant ties (or with one participant) changes no
+rating, as in the reference, but is counted in `matches` (the reference does
+not count it, which matters only for `noob_delay`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from itertools import chain
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+from .base import Match, ParamError, Params, PlayerState, RatingChange, RatingSystem, require
+from .mmr_math import TANH_MULTIPLIER, erfcx, inverse_mills, ranges, round_half_away, segment_sum, solve_decreasing
+
+SECS_PER_DAY = 86400.0
+# Cells (rows x terms) of one block of a dense evaluation: bounds temporaries.
+BLOCK_CELLS = 1 << 18
+# Above this many (participant, term) cells an exact round (no subsampling)
+# takes the decomposed path: one shared function plus the ties.
+DENSE_LIMIT = 1 << 18
+# Root-finding tolerance, relative to the smallest performance deviation.
+REL_TOL = 1e-7
+
+
+@dataclass(frozen=True)
+class EloMmxParams(Params):
+    initial: float = 1500.0  # mu of a newcomer
+    initial_sigma: float = 350.0  # sigma of a newcomer
+    weight_limit: float = 0.2
+    sig_limit: float = 80.0
+    beta: float | None = None  # None: sqrt((1 + 1/w) sig_limit^2 + drift_per_day / w)
+    gamma: float | None = None  # None: sqrt(w) * sig_limit
+    drift_per_day: float = 0.0  # extra drift variance per day since the last match
+    noob_delay: tuple[float, ...] = ()  # weight multipliers for a player's first rounds
+    split_ties: bool = False
+    subsample_size: int | None = None  # None: every opponent
+    subsample_bucket: float = 1e-5
+
+    def __post_init__(self) -> None:
+        delay = self.noob_delay
+        if isinstance(delay, (str, bytes)) or not isinstance(delay, (list, tuple)):
+            raise ParamError("noob_delay", f"must be a list of numbers (got {delay!r})")
+        for x in delay:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                raise ParamError("noob_delay", f"must be a list of finite numbers (got {delay!r})")
+        object.__setattr__(self, "noob_delay", tuple(float(x) for x in delay))
+
+    def check(self) -> None:
+        require(self.initial_sigma > 0, "initial_sigma", f"must be > 0 (got {self.initial_sigma})")
+        require(self.weight_limit > 0, "weight_limit", f"must be > 0 (got {self.weight_limit})")
+        require(self.sig_limit > 0, "sig_limit", f"must be > 0 (got {self.sig_limit})")
+        require(self.beta is None or self.beta > 0, "beta", f"must be > 0 (got {self.beta})")
+        require(self.gamma is None or self.gamma >= 0, "gamma", f"must be >= 0 (got {self.gamma})")
+        require(self.drift_per_day >= 0, "drift_per_day", f"must be >= 0 (got {self.drift_per_day})")
+        require(all(x > 0 for x in self.noob_delay), "noob_delay", f"every multiplier must be > 0 (got {list(self.noob_delay)})")
+        require(
+            self.subsample_size is None or self.subsample_size >= 1,
+            "subsample_size",
+            f"must be >= 1 (got {self.subsample_size})",
+        )
+        require(self.subsample_bucket > 0, "subsample_bucket", f"must be > 0 (got {self.subsample_bucket})")
+
+    def weights(self, matches: np.ndarray) -> np.ndarray:
+        """The update weight w of each player's next round (noob_delay applied)."""
+        w = np.full(len(matches), self.weight_limit)
+        if self.noob_delay:
+            delay = np.array(self.noob_delay)
+            early = matches < len(delay)
+            w[early] *= delay[matches[early]]
+        return w
+
+    def perf_sigma(self, w: np.ndarray) -> np.ndarray:
+        """beta: the deviation of one performance around the skill."""
+        if self.beta is not None:
+            return np.full(len(w), self.beta)
+        return np.sqrt((1.0 + 1.0 / w) * self.sig_limit**2 + self.drift_per_day / w)
+
+    def drift_variance(self, w: np.ndarray, days: np.ndarray) -> np.ndarray:
+        """gamma^2 for this round: the discrete drift plus the time-based one."""
+        base = w * self.sig_limit**2 if self.gamma is None else np.full(len(w), self.gamma**2)
+        return base + self.drift_per_day * days
+
+
+@dataclass(frozen=True)
+class EloMmrParams(EloMmxParams):
+    rho: float = 1.0  # transfer speed of the pseudodiffusion
+    max_history: int = 100  # logistic factors kept per player
+
+    def check(self) -> None:
+        super().check()
+        require(self.rho >= 0, "rho", f"must be >= 0 (got {self.rho})")
+        require(self.max_history >= 1, "max_history", f"must be >= 1 (got {self.max_history})")
+
+
+@dataclass(frozen=True, slots=True)
+class MmrState(PlayerState):
+    rating: float  # mu: the maximum of the skill posterior
+    sigma: float  # the uncertainty of Equation 8
+    matches: int = 0
+    gauss_mu: float = 0.0  # the Gaussian factor of the posterior (p_0, beta_0)
+    gauss_sigma: float = 1.0
+    # Logistic factors, oldest first: centre p_k, tanh argument weight
+    # pi / (sqrt 12 beta_k) and output weight omega_k pi / (sqrt 3 beta_k).
+    perfs: tuple[float, ...] = ()
+    perf_w_arg: tuple[float, ...] = ()
+    perf_w_out: tuple[float, ...] = ()
+    last_time: float | None = None  # time of the last rated match, if known
+    sig_limit: float = 80.0  # for display_rating
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "MmrState":
+        data = dict(data)
+        for key in ("perfs", "perf_w_arg", "perf_w_out"):
+            if key in data:
+                data[key] = tuple(data[key])
+        return cls(**data)
+
+    @property
+    def display_rating(self) -> float:
+        # The reference's conservative estimate: 3 deviations above the limit.
+        return self.rating - 3.0 * (self.sigma - self.sig_limit)
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "rating": self.rating,
+            "uncertainty": self.sigma,
+            "display_rating": self.display_rating,
+            "matches": self.matches,
+        }
+
+
+def _extras(before: MmrState, after: MmrState, performance: float | None) -> dict[str, Any]:
+    extras = {"uncertainty": after.sigma, "uncertainty_before": before.sigma, "display_rating": after.display_rating}
+    if performance is not None:
+        extras["performance"] = performance
+    return extras
+
+
+class _Terms:
+    """The round's performance terms, merged by bucket and sorted as in the reference."""
+
+    def __init__(self, mu: np.ndarray, delta: np.ndarray, lo: np.ndarray, width: float):
+        n = len(mu)
+        bm = round_half_away(mu / width)
+        bs = round_half_away(delta / width)
+        order = np.lexsort((lo, bs, bm))
+        bm_s, bs_s = bm[order], bs[order]
+        new = np.ones(n, dtype=bool)
+        new[1:] = (bm_s[1:] != bm_s[:-1]) | (bs_s[1:] != bs_s[:-1])
+        self.start = np.flatnonzero(new)  # first member (in `order`) of each term
+        self.count = np.diff(np.append(self.start, n))
+        self.mu = np.add.reduceat(mu[order], self.start) / self.count
+        self.delta = np.add.reduceat(delta[order], self.start) / self.count
+        group = np.cumsum(new) - 1
+        self.of_player = np.empty(n, dtype=np.int64)
+        self.of_player[order] = group
+        self.lo_sorted = lo[order]  # members' places, by term then place
+        self.key_sorted = group * (n + 1) + self.lo_sorted
+        self.n = n
+        self.m = len(self.start)
+        self.width = width
+
+    def windows(self, player_mu: np.ndarray, size: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """Each player's contiguous range of terms (the reference's subsample)."""
+        m = self.m
+        if size is None or size >= m:
+            return np.zeros(self.n, dtype=np.int64), np.full(self.n, m, dtype=np.int64)
+        buckets = round_half_away(self.mu / self.width)
+        beg = np.searchsorted(buckets, round_half_away(player_mu / self.width), side="left").astype(np.int64)
+        end = np.minimum(beg + 1, m)
+        expand = (max(size - 1, 0) + 1) // 2
+        beg = np.maximum(beg - expand, 0)
+        end = np.minimum(end + expand, m)
+        expand2 = np.maximum(size - (end - beg), 0)
+        beg = np.maximum(beg - expand2, 0)
+        end = np.minimum(end + expand2, m)
+        return beg, end
+
+    def counts(self, lo: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Members of term cols[i, k] placed ahead of, level with and behind player i."""
+        n1 = self.n + 1
+        q = cols * n1 + lo[:, None]
+        left = np.searchsorted(self.key_sorted, q, side="left")
+        right = np.searchsorted(self.key_sorted, q, side="right")
+        start = self.start[cols]
+        return left - start, right - left, start + self.count[cols] - right
+
+
+def _tanh_sums(x: np.ndarray, mu: np.ndarray, a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """sum_j c_j tanh(a_j (x_i - mu_j)) and its derivative in x_i, for every i."""
+    n, m = len(x), len(mu)
+    ca = c * a
+    value = np.empty(n)
+    deriv = np.empty(n)
+    block = max(1, BLOCK_CELLS // max(m, 1))
+    mua = mu * a
+    buf = np.empty((min(block, n), m))
+    for lo in range(0, n, block):
+        hi = min(n, lo + block)
+        b = buf[: hi - lo]
+        np.multiply(x[lo:hi, None], a[None, :], out=b)
+        b -= mua[None, :]
+        np.tanh(b, out=b)
+        value[lo:hi] = b @ c
+        # 1 - tanh^2 term by term: never negative, unlike ca_total - sum(ca tanh^2).
+        np.multiply(b, b, out=b)
+        np.subtract(1.0, b, out=b)
+        deriv[lo:hi] = b @ ca
+    return value, deriv
+
+
+def _hermite(grid_x0: float, h: float, f: np.ndarray, fp: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cubic Hermite interpolation of (f, f') tabulated on a uniform grid; linear outside."""
+    k_max = len(f) - 2
+    t = (x - grid_x0) / h
+    k = np.clip(np.floor(t), 0, k_max).astype(np.int64)
+    u = np.clip(t - k, 0.0, 1.0)
+    f0, f1, d0, d1 = f[k], f[k + 1], fp[k] * h, fp[k + 1] * h
+    u2 = u * u
+    c2 = 3.0 * (f1 - f0) - 2.0 * d0 - d1
+    c3 = 2.0 * (f0 - f1) + d0 + d1
+    val = f0 + u * d0 + u2 * c2 + u2 * u * c3
+    der = (d0 + 2.0 * u * c2 + 3.0 * u2 * c3) / h
+    # Beyond the grid: continue along the tangent at the end point.
+    outside = (t < 0) | (t > k_max + 1)
+    if outside.any():
+        end_x = grid_x0 + (k + u) * h
+        val = np.where(outside, val + der * (x - end_x), val)
+    return val, der
+
+
+class _EloMmrBase(RatingSystem[MmrState]):
+    State = MmrState
+    gaussian: ClassVar[bool]
+    params: EloMmxParams
+
+    def initial_state(self) -> MmrState:
+        p = self.params
+        return MmrState(
+            rating=p.initial,
+            sigma=p.initial_sigma,
+            gauss_mu=p.initial,
+            gauss_sigma=p.initial_sigma,
+            sig_limit=p.sig_limit,
+        )
+
+    # ---- the round ----
+
+    def rate(self, match: Match, before: Sequence[MmrState]) -> list[RatingChange[MmrState]]:
+        p = self.params
+        n = len(before)
+        ranks = np.fromiter((x.rank for x in match.participants), np.int64, n)
+        if n < 2 or ranks.min() == ranks.max():
+            # Outcome-free: the reference skips such a round; ratings stay as they
+            # are, but the match still counts as played (events need matches >= 1).
+            changes = []
+            for x, s in zip(match.participants, before):
+                after = replace(s, matches=s.matches + 1)
+                changes.append(RatingChange(x.player, s, after, _extras(s, after, None)))
+            return changes
+        lo = np.searchsorted(np.sort(ranks), ranks, side="left").astype(np.int64)  # 0-based place
+
+        mu = np.fromiter((s.rating for s in before), float, n)
+        sig = np.fromiter((s.sigma for s in before), float, n)
+        matches = np.fromiter((s.matches for s in before), np.int64, n)
+        days = np.zeros(n)
+        if match.time is not None and p.drift_per_day > 0:
+            last = np.fromiter((match.time if s.last_time is None else s.last_time for s in before), float, n)
+            days = np.maximum(match.time - last, 0.0) / SECS_PER_DAY
+        w = p.weights(matches)
+        beta = p.perf_sigma(w)
+        gamma2 = p.drift_variance(w, days)
+
+        # Diffusion, then the performance terms.
+        post = self._diffuse(before, mu, sig, gamma2)
+        sig = post["sigma"]
+        terms = _Terms(mu, np.hypot(sig, beta), lo, p.subsample_bucket)
+        perf = self._performances(terms, mu, lo)
+        return self._finish(match, before, post, mu, sig, beta, perf)
+
+    # ---- phase 0: diffusion ----
+
+    def _diffuse(self, before: Sequence[MmrState], mu: np.ndarray, sig: np.ndarray, gamma2: np.ndarray) -> dict:
+        raise NotImplementedError
+
+    # ---- phase 1: performance ----
+
+    def _bracket(self, terms: _Terms) -> tuple[np.ndarray, np.ndarray, float]:
+        # Beyond ~21 deviations every logistic term is saturated (f is flat).
+        spread = 25.0 * terms.delta.max()
+        n = terms.n
+        lo_b = np.full(n, terms.mu.min() - spread)
+        hi_b = np.full(n, terms.mu.max() + spread)
+        return lo_b, hi_b, REL_TOL * terms.delta.min()
+
+    def _performances(self, terms: _Terms, mu: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _window_matrix(self, terms: _Terms, mu: np.ndarray, lo: np.ndarray):
+        beg, end = terms.windows(mu, self.params.subsample_size)
+        width = int((end - beg).max())
+        cols = beg[:, None] + np.arange(width)[None, :]
+        valid = cols < end[:, None]
+        cols = np.minimum(cols, terms.m - 1)
+        less, equal, greater = terms.counts(lo, cols)
+        return cols, valid, less, equal, greater, beg, end
+
+    # ---- phase 2 and the new states ----
+
+    def _finish(self, match, before, post, mu, sig, beta, perf) -> list[RatingChange[MmrState]]:
+        raise NotImplementedError
+
+
+class EloMmr(_EloMmrBase):
+    """Elo-MMR(rho): logistic performances, pseudodiffusion, history compression."""
+
+    name = "elo-mmr"
+    Params = EloMmrParams
+    gaussian = False
+    params: EloMmrParams
+
+    def _diffuse(self, before, mu, sig, gamma2):
+        n = len(before)
+        lens = np.fromiter((len(s.perfs) for s in before), np.int64, n)
+        total = int(lens.sum())
+        hp = np.fromiter(chain.from_iterable(s.perfs for s in before), float, total)
+        ha = np.fromiter(chain.from_iterable(s.perf_w_arg for s in before), float, total)
+        hw = np.fromiter(chain.from_iterable(s.perf_w_out for s in before), float, total)
+        owner = np.repeat(np.arange(n), lens)
+        gmu = np.fromiter((s.gauss_mu for s in before), float, n)
+        gsig = np.fromiter((s.gauss_sigma for s in before), float, n)
+
+        sig_new = np.hypot(sig, np.sqrt(gamma2))
+        decay = (sig / sig_new) ** 2
+        transfer = decay**self.params.rho
+        wn_old = gsig**-2.0
+        hist_weight = segment_sum(ha * hw * (2.0 / TANH_MULTIPLIER**2), owner, n)
+        from_norm = transfer * wn_old
+        from_transfers = (1.0 - transfer) * (wn_old + hist_weight)
+        total_w = from_norm + from_transfers
+        gmu = (from_norm * gmu + from_transfers * mu) / total_w
+        gsig = 1.0 / np.sqrt(decay * total_w)
+        hw = hw * (transfer * decay)[owner]
+        return {"sigma": sig_new, "gmu": gmu, "gsig": gsig, "lens": lens, "hp": hp, "ha": ha, "hw": hw, "owner": owner}
+
+    def _performances(self, terms, mu, lo):
+        split = self.params.split_ties
+        w = TANH_MULTIPLIER / terms.delta  # w_out of each term
+        a = 0.5 * w  # w_arg
+        lo_b, hi_b, tol = self._bracket(terms)
+        full = self.params.subsample_size is None or self.params.subsample_size >= terms.m
+        if full and terms.n * terms.m > DENSE_LIMIT:
+            return self._performances_exact(terms, mu, lo, w, a, lo_b, hi_b, tol)
+
+        cols, valid, less, equal, greater, _, _ = self._window_matrix(terms, mu, lo)
+        wc = np.where(valid, w[cols], 0.0)
+        const = (wc * (greater - less)).sum(axis=1)
+        coef = wc * (terms.count[cols] + (0 if split else equal))
+        centre = terms.mu[cols]
+        arg = a[cols]
+        coef_arg = coef * arg
+
+        def evaluate(idx, x):
+            th = np.tanh((x[:, None] - centre[idx]) * arg[idx])
+            f = const[idx] - (coef[idx] * th).sum(axis=1)
+            fp = -(coef_arg[idx] * (1.0 - th * th)).sum(axis=1)
+            return f, fp
+
+        return solve_decreasing(evaluate, mu, lo_b, hi_b, tol)
+
+    def _performances_exact(self, terms, mu, lo, w, a, lo_b, hi_b, tol):
+        """Every opponent: f_i(x) = C_i - F(x) - E_i(x), F shared by all players,
+        E_i the extra tie terms of i's place (absent with split ties)."""
+        n, m = terms.n, terms.m
+        split = self.params.split_ties
+        c = w * terms.count
+        # C_i: weights of the members placed behind i minus those ahead of i.
+        member_w = w[terms.of_player]
+        order = np.argsort(lo, kind="stable")
+        lo_sorted = lo[order]
+        cum = np.concatenate(([0.0], np.cumsum(member_w[order])))
+        ahead = cum[np.searchsorted(lo_sorted, lo, side="left")]
+        behind = cum[-1] - cum[np.searchsorted(lo_sorted, lo, side="right")]
+        const = behind - ahead
+
+        # Tie pairs (i, term j, number of j's members level with i).
+        if split:
+            pair_owner = np.zeros(0, dtype=np.int64)
+            pair_c = pair_mu = pair_a = np.zeros(0)
+        else:
+            keys, key_counts = np.unique(lo * m + terms.of_player, return_counts=True)
+            key_lo = keys // m
+            key_term = keys % m
+            first = np.searchsorted(key_lo, lo, side="left")
+            count = np.searchsorted(key_lo, lo, side="right") - first
+            pair_owner = np.repeat(np.arange(n), count)
+            pair_key = ranges(first, count)
+            pair_term = key_term[pair_key]
+            pair_c = key_counts[pair_key] * w[pair_term]
+            pair_mu = terms.mu[pair_term]
+            pair_a = a[pair_term]
+
+        def ties(idx, x):
+            if len(pair_owner) == 0:
+                return 0.0, 0.0
+            xs = np.zeros(n)
+            xs[idx] = x
+            mask = np.zeros(n, dtype=bool)
+            mask[idx] = True
+            keep = mask[pair_owner]
+            owner = pair_owner[keep]
+            th = np.tanh((xs[owner] - pair_mu[keep]) * pair_a[keep])
+            val = segment_sum(pair_c[keep] * th, owner, n)[idx]
+            der = segment_sum(pair_c[keep] * pair_a[keep] * (1.0 - th * th), owner, n)[idx]
+            return val, der
+
+        def evaluate(idx, x):
+            val, der = _tanh_sums(x, terms.mu, a, c)
+            tv, td = ties(idx, x)
+            return const[idx] - val - tv, -der - td
+
+        # A first solution against a cubic interpolation of F on a grid with
+        # a spacing of 1/16 of the narrowest term, then Newton on the exact F.
+        h = terms.delta.min() / 16.0
+        g_lo = terms.mu.min() - 8.0 * terms.delta.max()
+        g_hi = terms.mu.max() + 8.0 * terms.delta.max()
+        k = int(math.ceil((g_hi - g_lo) / h)) + 1
+        guess = mu
+        if k < n // 2:
+            grid = g_lo + h * np.arange(k)
+            gf, gfp = _tanh_sums(grid, terms.mu, a, c)
+
+            def approx(idx, x):
+                val, der = _hermite(g_lo, h, gf, gfp, x)
+                tv, td = ties(idx, x)
+                return const[idx] - val - tv, -der - td
+
+            guess = solve_decreasing(approx, mu, lo_b, hi_b, tol)
+        return solve_decreasing(evaluate, guess, lo_b, hi_b, tol)
+
+    def _finish(self, match, before, post, mu, sig, beta, perf):
+        p = self.params
+        n = len(before)
+        lens, hp, ha, hw, owner = post["lens"], post["hp"], post["ha"], post["hw"], post["owner"]
+        gmu, gsig = post["gmu"], post["gsig"]
+        new_a = (0.5 * TANH_MULTIPLIER) / beta
+        new_w = TANH_MULTIPLIER / beta
+
+        # History compression: fold the oldest factors into the Gaussian one.
+        drop = np.maximum(lens + 1 - p.max_history, 0)
+        starts = np.cumsum(lens) - lens
+        pos = np.arange(len(hp)) - starts[owner]
+        dropped = pos < drop[owner]
+        if dropped.any():
+            dw = ha[dropped] * hw[dropped] * (2.0 / TANH_MULTIPLIER**2)
+            do = owner[dropped]
+            wn = gsig**-2.0
+            dsum = segment_sum(dw, do, n)
+            gmu = (wn * gmu + segment_sum(dw * hp[dropped], do, n)) / (wn + dsum)
+            gsig = 1.0 / np.sqrt(wn + dsum)
+        kept = ~dropped
+        k_owner = np.concatenate((owner[kept], np.arange(n)))
+        perm = np.argsort(k_owner, kind="stable")  # each player's factors together, newest last
+        k_owner = k_owner[perm]
+        k_p = np.concatenate((hp[kept], perf))[perm]
+        k_a = np.concatenate((ha[kept], new_a))[perm]
+        k_w = np.concatenate((hw[kept], new_w))[perm]
+        k_start = _starts(k_owner, n)
+        wn = gsig**-2.0
+
+        # The new rating: the zero of Equation 6 (increasing), by Newton on its negation.
+        def evaluate(idx, x):
+            xs = np.zeros(n)
+            xs[idx] = x
+            th = np.tanh((xs[k_owner] - k_p) * k_a)
+            val = wn * (xs - gmu) + segment_sum(k_w * th, k_owner, n)
+            der = wn + segment_sum(k_w * k_a * (1.0 - th * th), k_owner, n)
+            return -val[idx], -der[idx]
+
+        # The zero lies between the smallest and largest factor centre.
+        lo_b = np.minimum(gmu, np.minimum.reduceat(k_p, k_start))
+        hi_b = np.maximum(gmu, np.maximum.reduceat(k_p, k_start))
+        new_mu = solve_decreasing(evaluate, mu, lo_b, hi_b, REL_TOL * beta.min())
+        new_sig = 1.0 / np.sqrt(sig**-2.0 + beta**-2.0)
+
+        # New states: the kept factors are a suffix of the old ones.
+        hw_list = hw.tolist()
+        mu_l, sig_l, gmu_l, gsig_l = new_mu.tolist(), new_sig.tolist(), gmu.tolist(), gsig.tolist()
+        perf_l, a_l, w_l = perf.tolist(), new_a.tolist(), new_w.tolist()
+        drop_l, start_l, lens_l = drop.tolist(), starts.tolist(), lens.tolist()
+        t = match.time
+        changes = []
+        for i, (x, s) in enumerate(zip(match.participants, before)):
+            d = drop_l[i]
+            st = start_l[i]
+            after = MmrState(
+                rating=mu_l[i],
+                sigma=sig_l[i],
+                matches=s.matches + 1,
+                gauss_mu=gmu_l[i],
+                gauss_sigma=gsig_l[i],
+                perfs=s.perfs[d:] + (perf_l[i],),
+                perf_w_arg=s.perf_w_arg[d:] + (a_l[i],),
+                perf_w_out=tuple(hw_list[st + d : st + lens_l[i]]) + (w_l[i],),
+                last_time=s.last_time if t is None else t,
+                sig_limit=p.sig_limit,
+            )
+            changes.append(RatingChange(x.player, s, after, _extras(s, after, perf_l[i])))
+        return changes
+
+
+def _starts(owner: np.ndarray, n: int) -> np.ndarray:
+    """Start of each owner's run in `owner` sorted stably (every owner present)."""
+    counts = np.bincount(owner, minlength=n)
+    return np.cumsum(counts) - counts
+
+
+class EloMmx(_EloMmrBase):
+    """Elo-MMchi: Gaussian performances; the posterior stays one Gaussian."""
+
+    name = "elo-mmx"
+    Params = EloMmxParams
+    gaussian = True
+
+    def _diffuse(self, before, mu, sig, gamma2):
+        return {"sigma": np.hypot(sig, np.sqrt(gamma2))}
+
+    def _performances(self, terms, mu, lo):
+        split = self.params.split_ties
+        lo_b, hi_b, tol = self._bracket(terms)
+        full = self.params.subsample_size is None or self.params.subsample_size >= terms.m
+        if full and terms.n * terms.m > DENSE_LIMIT:
+            return self._performances_exact(terms, mu, lo, lo_b, hi_b, tol)
+        cols, valid, less, equal, greater, _, _ = self._window_matrix(terms, mu, lo)
+        zero = ~valid
+        less = np.where(zero, 0, less).astype(float)
+        greater = np.where(zero, 0, greater).astype(float)
+        equal = np.where(zero, 0, equal).astype(float)
+        centre = terms.mu[cols]
+        inv = 1.0 / terms.delta[cols]
+
+        def evaluate(idx, x):
+            iv = inv[idx]
+            z = (x[:, None] - centre[idx]) * iv
+            lam_p = inverse_mills(z)  # I beat them
+            lam_m = inverse_mills(-z)  # they beat me
+            g_val = lam_p * iv
+            g_der = -(z * lam_p + lam_p * lam_p) * iv * iv
+            l_val = -lam_m * iv
+            l_der = (z * lam_m - lam_m * lam_m) * iv * iv
+            if split:
+                e_val = 0.5 * (g_val + l_val)
+                e_der = 0.5 * (g_der + l_der)
+            else:
+                e_val = -z * iv
+                e_der = -iv * iv
+            gi, li, ei = greater[idx], less[idx], equal[idx]
+            f = (gi * g_val + li * l_val + ei * e_val).sum(axis=1)
+            fp = (gi * g_der + li * l_der + ei * e_der).sum(axis=1)
+            return f, fp
+
+        return solve_decreasing(evaluate, mu, lo_b, hi_b, tol)
+
+    def _performances_exact(self, terms, mu, lo, lo_b, hi_b, tol):
+        """Every opponent, one member at a time (merged terms only matter when
+        subsampling): the member's side of i decides the kind of term."""
+        split = self.params.split_ties
+        n = terms.n
+        m_mu = terms.mu[terms.of_player]
+        m_inv = 1.0 / terms.delta[terms.of_player]
+        inv2 = m_inv * m_inv
+
+        def evaluate(idx, x):
+            f = np.empty(len(idx))
+            fp = np.empty(len(idx))
+            block = max(1, BLOCK_CELLS // n)
+            for s in range(0, len(idx), block):
+                rows = idx[s : s + block]
+                z = (x[s : s + block, None] - m_mu[None, :]) * m_inv[None, :]
+                side = np.sign(lo[None, :] - lo[rows, None])  # +1: I beat them
+                u = np.where(side == 0, z, side * z)
+                lam = _SQRT_2_OVER_PI / erfcx(u * -_INV_SQRT2)
+                val = side * lam * m_inv
+                der = -(u * lam + lam * lam) * inv2
+                tie = side == 0
+                if split:
+                    lam_m = inverse_mills(-z)
+                    t_val = 0.5 * (lam - lam_m) * m_inv
+                    t_der = 0.5 * (-(z * lam + lam * lam) + (z * lam_m - lam_m * lam_m)) * inv2
+                else:
+                    t_val = -z * m_inv
+                    t_der = np.broadcast_to(-inv2, z.shape)
+                val = np.where(tie, t_val, val)
+                der = np.where(tie, t_der, der)
+                f[s : s + block] = val.sum(axis=1)
+                fp[s : s + block] = der.sum(axis=1)
+            return f, fp
+
+        return solve_decreasing(evaluate, mu, lo_b, hi_b, tol)
+
+    def _finish(self, match, before, post, mu, sig, beta, perf):
+        p = self.params
+        wn = sig**-2.0
+        wp = beta**-2.0
+        new_mu = (wn * mu + wp * perf) / (wn + wp)
+        new_sig = 1.0 / np.sqrt(wn + wp)
+        mu_l, sig_l, perf_l = new_mu.tolist(), new_sig.tolist(), perf.tolist()
+        t = match.time
+        changes = []
+        for i, (x, s) in enumerate(zip(match.participants, before)):
+            after = MmrState(
+                rating=mu_l[i],
+                sigma=sig_l[i],
+                matches=s.matches + 1,
+                gauss_mu=mu_l[i],
+                gauss_sigma=sig_l[i],
+                last_time=s.last_time if t is None else t,
+                sig_limit=p.sig_limit,
+            )
+            changes.append(RatingChange(x.player, s, after, _extras(s, after, perf_l[i])))
+        return changes
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)

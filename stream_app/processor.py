@@ -1,0 +1,155 @@
+"""What the worker does with one input record, without Kafka.
+
+The Faust agent (stream_app/worker.py) feeds records here and sends what
+comes back; the rules are the same as `Ledger.apply` of the offline replay
+(validation, the league's system, a match_id seen before in its league is
+not applied again), which is why stream and replay agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiokafka.partitioner import murmur2
+
+from .config import LeagueConfig
+from .engine import Match, PlayerState, RatingChange
+from .events import BadEvent, dead_letter, parse_match, rating_changed
+from .replay import rate_match
+from .state import LEAGUES, MATCHES, PLAYERS, PartitionLedger, match_key, player_key
+
+
+def league_partition(league: str, partitions: int) -> int:
+    """Kafka's default partitioner (murmur2) on the league: where a league lives."""
+    return (murmur2(league.encode()) & 0x7FFFFFFF) % partitions
+
+
+@dataclass(slots=True)
+class Output:
+    kind: str  # "change", "dead_letter" or "forward"
+    key: bytes
+    value: bytes
+
+
+@dataclass(slots=True)
+class Applied:
+    league: str
+    algorithm: str
+    match: Match
+    changes: list[RatingChange]
+    new_players: int
+    league_players: int
+
+
+@dataclass
+class Result:
+    outputs: list[Output] = field(default_factory=list)
+    applied: Applied | None = None
+    dead_letter: BadEvent | None = None
+    duplicate: tuple[str, str] | None = None  # (league, algorithm) of a match_id seen before
+    forwarded: bool = False
+    redelivered: bool = False  # at or below the checkpoint: already applied
+
+
+class Processor:
+    def __init__(self, config: LeagueConfig, partitions: int, source_topic: str, forward_topic: str):
+        self.config = config
+        self.partitions = partitions
+        self.source_topic = source_topic
+        self.forward_topic = forward_topic
+
+    def process(
+        self,
+        ledger: PartitionLedger,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+    ) -> Result:
+        result = Result()
+        if ledger.already_applied(topic, offset):
+            result.redelivered = True
+            return result
+        ledger.note_offset(topic, offset)
+        source = {"topic": topic, "partition": partition, "offset": offset, "key": _text(key)}
+        payload = value if value is not None else b""
+        try:
+            match = parse_match(payload)
+            owner = league_partition(match.league, self.partitions)
+            if partition != owner:
+                if topic == self.forward_topic:
+                    # Cannot happen with Kafka's default partitioner; refuse rather than loop.
+                    raise BadEvent("schema_violation", f"league: {match.league!r} arrived on partition {partition}, not {owner}", "league", match.league, match.match_id)
+                result.forwarded = True
+                result.outputs.append(Output("forward", match.league.encode(), payload))
+                return result
+            self._apply(ledger, match, result)
+        except BadEvent as exc:
+            result.dead_letter = exc
+            result.outputs.append(Output("dead_letter", key or b"", orjson.dumps(dead_letter(exc, payload, source))))
+        return result
+
+    def _apply(self, ledger: PartitionLedger, match: Match, result: Result) -> None:
+        league = match.league
+        rule = self.config.rule_for(league)
+        record = ledger.get(LEAGUES, league.encode()) or {"algorithm": rule.algorithm, "matches": 0, "players": 0}
+        if record["algorithm"] != rule.algorithm:
+            raise BadEvent(
+                "system_rule",
+                f"league: {league!r} is rated with {record['algorithm']!r} but the configuration now says {rule.algorithm!r}",
+                "league",
+                league,
+                match.match_id,
+            )
+        mkey = match_key(league, match.match_id)
+        if ledger.get(MATCHES, mkey) is not None:
+            result.duplicate = (league, rule.algorithm)
+            raise BadEvent(
+                "duplicate_match",
+                f"match_id: {match.match_id!r} was already applied in league {league!r}",
+                "match_id",
+                league,
+                match.match_id,
+            )
+        system = rule.system
+        prior: dict[str, PlayerState | None] = {}
+
+        def lookup(player: str) -> PlayerState | None:
+            raw = ledger.get(PLAYERS, player_key(league, player))
+            state = system.state_from_dict(raw) if raw is not None else None
+            prior[player] = state
+            return state
+
+        _, changes = rate_match(system, match, lookup)
+        new_players = sum(1 for state in prior.values() if state is None)
+        for change in changes:
+            ledger.put(PLAYERS, player_key(league, change.player), change.after.to_dict())
+        seq = record["matches"] + 1
+        ledger.put(MATCHES, mkey, {"seq": seq})
+        players = record["players"] + new_players
+        ledger.put(LEAGUES, league.encode(), {"algorithm": rule.algorithm, "matches": seq, "players": players})
+        for participant, change in zip(match.participants, changes):
+            event = rating_changed(rule.algorithm, match, participant.rank, change)
+            result.outputs.append(Output("change", league.encode(), orjson.dumps(event)))
+        result.applied = Applied(league, rule.algorithm, match, changes, new_players, players)
+
+
+def _text(key: bytes | None) -> str | None:
+    if key is None:
+        return None
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        return key.hex()
+
+
+def committed_player_states(values: dict[bytes, Any]) -> dict[str, Any]:
+    """{key: value} of the players table -> {player: value} (for tests and the API)."""
+    out = {}
+    for key, value in values.items():
+        _, player = key.decode().split("\x1f", 1)
+        out[player] = value
+    return out

@@ -1,0 +1,156 @@
+"""Exactly-once application over at-least-once delivery: the state protocol.
+
+Pure logic, no Kafka: the worker gives it a reader of the tables' committed
+records and writes out what it returns. See "Delivery guarantees" in the
+README for the argument; in short:
+
+- The worker applies matches in batches. During a batch every write goes to
+  an in-memory overlay, so later matches of the batch see earlier ones.
+- At the end of a batch (a checkpoint), once every output event of the batch
+  has been acknowledged by the broker, each written key is stored as a
+  versioned record {"s": new value, "b": batch number, "p": the committed
+  value before the batch}; when all of those are acknowledged, the
+  partition's checkpoint record {"batch": b, "offsets": {...}} is written
+  and acknowledged. Only then are the batch's input events acknowledged to
+  Faust, so committed input offsets never pass a checkpoint.
+- A record is committed when its batch number is at most the checkpoint's
+  and not in its `aborted` list; otherwise it is the leftover of a batch
+  whose checkpoint never happened, and its "p" is the committed value.
+- Each time a partition is taken up (worker start, rebalance), the next
+  batch number is burned (added to `aborted`), because a previous owner
+  may have crashed half-way through writing exactly that batch.
+- An input event at or below the checkpoint's offset for its topic was
+  fully applied and its outputs acknowledged: it is skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import orjson
+
+# Tables (Faust table names; each has a changelog topic).
+PLAYERS = "players"
+LEAGUES = "leagues"
+MATCHES = "matches"
+CHECKPOINTS = "checkpoints"
+STATE_TABLES = (PLAYERS, LEAGUES, MATCHES)
+
+SEP = "\x1f"  # cannot occur in ids (see the match-result schema)
+CHECKPOINT_KEY = b"checkpoint"
+
+
+def player_key(league: str, player: str) -> bytes:
+    return f"{league}{SEP}{player}".encode()
+
+
+def match_key(league: str, match_id: str) -> bytes:
+    return f"{league}{SEP}{match_id}".encode()
+
+
+def league_prefix(league: str) -> bytes:
+    return f"{league}{SEP}".encode()
+
+
+@dataclass
+class Checkpoint:
+    batch: int = 0
+    aborted: list[int] = field(default_factory=list)
+    offsets: dict[str, int] = field(default_factory=dict)  # topic -> last applied offset
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> "Checkpoint":
+        if raw is None:
+            return cls()
+        doc = orjson.loads(raw)
+        return cls(batch=doc["batch"], aborted=list(doc.get("aborted", [])), offsets=dict(doc.get("offsets", {})))
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"batch": self.batch, "aborted": self.aborted, "offsets": self.offsets})
+
+    def committed(self, batch: int) -> bool:
+        return batch <= self.batch and batch not in self.aborted
+
+    def applied(self, topic: str, offset: int) -> bool:
+        return offset <= self.offsets.get(topic, -1)
+
+
+def resolve(record: bytes | None, checkpoint: Checkpoint) -> Any:
+    """The committed value held by a stored record (None: no committed value)."""
+    if record is None:
+        return None
+    doc = orjson.loads(record)
+    return doc["s"] if checkpoint.committed(doc["b"]) else doc["p"]
+
+
+# Reads a stored record: (table, key) -> bytes or None.
+Reader = Callable[[str, bytes], "bytes | None"]
+
+
+class PartitionLedger:
+    """One partition's committed state plus the overlay of the batch in progress."""
+
+    def __init__(self, partition: int, checkpoint: Checkpoint, reader: Reader):
+        self.partition = partition
+        self.checkpoint = checkpoint
+        self.read = reader
+        self.overlay: dict[tuple[str, bytes], Any] = {}
+        self.offsets: dict[str, int] = {}  # offsets seen in the batch in progress
+
+    @classmethod
+    def take_up(cls, partition: int, reader: Reader) -> tuple["PartitionLedger", bytes]:
+        """Open a partition newly assigned: burn the next batch number.
+
+        Returns the ledger and the checkpoint record to write (and have
+        acknowledged) before the first batch.
+        """
+        checkpoint = Checkpoint.decode(reader(CHECKPOINTS, CHECKPOINT_KEY))
+        checkpoint.batch += 1
+        # Kept for good: a record left by a crashed batch stays uncommitted until rewritten.
+        checkpoint.aborted.append(checkpoint.batch)
+        return cls(partition, checkpoint, reader), checkpoint.encode()
+
+    def get(self, table: str, key: bytes) -> Any:
+        try:
+            return self.overlay[(table, key)]
+        except KeyError:
+            return resolve(self.read(table, key), self.checkpoint)
+
+    def put(self, table: str, key: bytes, value: Any) -> None:
+        self.overlay[(table, key)] = value
+
+    def already_applied(self, topic: str, offset: int) -> bool:
+        return self.checkpoint.applied(topic, offset) or offset <= self.offsets.get(topic, -1)
+
+    def note_offset(self, topic: str, offset: int) -> None:
+        if offset > self.offsets.get(topic, -1):
+            self.offsets[topic] = offset
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self.overlay or self.offsets)
+
+    def checkpoint_writes(self) -> tuple[list[tuple[str, bytes, bytes]], bytes]:
+        """The versioned records of this batch, and the checkpoint record to write after them."""
+        batch = self.checkpoint.batch + 1
+        writes = []
+        for (table, key), value in self.overlay.items():
+            before = resolve(self.read(table, key), self.checkpoint)
+            writes.append((table, key, orjson.dumps({"s": value, "b": batch, "p": before})))
+        after = Checkpoint(batch, list(self.checkpoint.aborted), {**self.checkpoint.offsets, **self.offsets})
+        return writes, after.encode()
+
+    def committed(self, checkpoint_record: bytes) -> None:
+        """The checkpoint is acknowledged: the overlay is now the committed state."""
+        self.checkpoint = Checkpoint.decode(checkpoint_record)
+        self.overlay.clear()
+        self.offsets.clear()
+
+
+def iter_committed(records: Iterator[tuple[bytes, bytes]], checkpoint: Checkpoint) -> Iterator[tuple[bytes, Any]]:
+    """Committed values of stored records (skipping keys with none)."""
+    for key, record in records:
+        value = resolve(record, checkpoint)
+        if value is not None:
+            yield key, value
