@@ -149,6 +149,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         web_port=args.web_port,
         web_host=args.web_host,
         config_path=args.config,
+        app_id=args.app_id,
         security=security if security.protocol != "PLAINTEXT" else None,
     )
     return run_worker(settings, loglevel=args.loglevel)
@@ -230,6 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("worker", help="run a stream worker (Faust) that applies match results and serves the HTTP API")
     add_common_flags(p, web=True, data_dir=True, config=True)
+    p.add_argument(
+        "--app-id",
+        default=os.environ.get("RATINGS_APP_ID", "ratings"),
+        help="consumer group and prefix of the tables' changelog topics [RATINGS_APP_ID] (default ratings)",
+    )
     p.add_argument("--loglevel", default="info", help="log level (default info)")
     p.set_defaults(func=cmd_worker)
 

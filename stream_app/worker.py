@@ -85,6 +85,9 @@ class RatingsWorker:
         self.started_at = time.time()
         self.first_applied_at: float | None = None
         self.applied_total = 0
+        self.dead_letters_total = 0
+        self.duplicates_total = 0
+        self.forwarded_total = 0
         self._http: ClientSession | None = None
 
     # -- local state and crash safety ------------------------------------------------
@@ -249,12 +252,15 @@ class RatingsWorker:
                 pending.append(await producer.send(topic.get_topic_name(), out.key, out.value, None, None, None))
             if result.forwarded:
                 metrics.FORWARDED.inc()
+                self.forwarded_total += 1
             if result.dead_letter is not None:
+                self.dead_letters_total += 1
                 league = result.dead_letter.league or ""
                 algorithm = self.config.rule_for(league).algorithm if league else ""
                 metrics.DEAD_LETTERS.labels(result.dead_letter.code, league, algorithm).inc()
                 if result.duplicate is not None:
                     metrics.DUPLICATES.labels(*result.duplicate).inc()
+                    self.duplicates_total += 1
             if result.applied is not None:
                 applied.append((result.applied, message.timestamp))
         # Outputs first: once a checkpoint says a match is applied, its events are out.
@@ -359,6 +365,11 @@ class RatingsWorker:
             async def get(self, request: Request) -> Response:
                 return self.json(worker.health())
 
+        @app.page("/leagues/{league}")
+        class League(View):
+            async def get(self, request: Request, league: str) -> Response:
+                return await worker.serve(self, request, league, lambda: worker.league(self, league))
+
         @app.page("/leagues/{league}/leaderboard")
         class Leaderboard(View):
             async def get(self, request: Request, league: str) -> Response:
@@ -375,6 +386,9 @@ class RatingsWorker:
         return {
             "status": "ok",
             "applied": self.applied_total,
+            "dead_letters": self.dead_letters_total,
+            "duplicates": self.duplicates_total,
+            "forwarded": self.forwarded_total,
             "assigned_partitions": sorted(
                 tp.partition for tp in self.app.assignor.assigned_actives()
                 if tp.topic == self.tables[LEAGUES].changelog_topic.get_topic_name()
@@ -421,6 +435,12 @@ class RatingsWorker:
             orjson.dumps({"league": league, "players_total": len(players), "offset": offset, "players": rows}),
             content_type="application/json",
         )
+
+    def league(self, view: View, league: str) -> Response:
+        record = self.league_record(league)
+        if record is None:
+            return _error(view, 404, f"league {league!r} not found")
+        return view.bytes(orjson.dumps({"league": league, **record}), content_type="application/json")
 
     def player(self, view: View, league: str, player: str) -> Response:
         record = self.league_record(league)

@@ -1,0 +1,240 @@
+"""End to end against the real embedded broker and real worker processes:
+the stream's state equals `ratings replay` of the same events, exactly."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+
+import jsonschema
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition
+
+from stream_app.client import RatingsClient
+from stream_app.config import LeagueConfig
+from stream_app.events import load_schema, parse_match
+from stream_app.replay import Ledger
+from stream_app.sample import multi_player_league, two_player_league
+
+from conftest import unique_name
+from streamkit import WorkerProcess, wait_for
+
+CONFIG = """
+[default]
+algorithm = "elo"
+
+[leagues."kart*"]
+algorithm = "elo-pairwise"
+ties = "half"
+
+[leagues."arena*"]
+algorithm = "elo-mmr"
+"""
+
+
+def league_events(seed: int, scale: int = 1) -> list[dict]:
+    rng = random.Random(seed)
+    events = []
+    events += list(two_player_league("chess", 40, 300 * scale, rng))
+    events += list(multi_player_league("karting", 20, 40 * scale, 6, rng))
+    events += list(multi_player_league("arena", 80, 12 * scale, 50, rng))
+    rng.shuffle(events)  # leagues interleave; each league keeps its own order below
+    by_league: dict[str, list] = {}
+    for e in events:
+        by_league.setdefault(e["league"], []).append(e)
+    for league, items in by_league.items():
+        items.sort(key=lambda e: e["match_id"])
+    merged, cursors = [], {k: 0 for k in by_league}
+    for e in events:
+        league = e["league"]
+        merged.append(by_league[league][cursors[league]])
+        cursors[league] += 1
+    return merged
+
+
+def replay_state(lines: list[bytes], config: LeagueConfig) -> tuple[Ledger, int]:
+    ledger = Ledger(config)
+    ledger.changes_published = 0
+    bad = 0
+    for line in lines:
+        try:
+            changes = ledger.apply(parse_match(line))
+        except Exception:
+            bad += 1
+            continue
+        ledger.changes_published += len(changes or [])
+    return ledger, bad
+
+
+async def publish(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value, key=key) for key, value in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0) -> list[dict]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    out: list[dict] = []
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while len(out) < expected and loop.time() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            for messages in batch.values():
+                out.extend(orjson.loads(m.value) for m in messages)
+    finally:
+        await consumer.stop()
+    return out
+
+
+def league_matches(worker: WorkerProcess, league: str) -> int:
+    status, body = worker.get(f"/leagues/{league}")
+    return body["matches"] if status == 200 else -1
+
+
+def assert_same_state(worker: WorkerProcess, ledger: Ledger) -> None:
+    for league, players in ledger.snapshot().items():
+        status, board = worker.get(f"/leagues/{league}/leaderboard?limit=100000")
+        assert status == 200, board
+        served = {row["player"]: (row["rating"], row["matches"]) for row in board["players"]}
+        expected = {p: (v["rating"], v["matches"]) for p, v in players.items()}
+        assert served == expected, f"{league}: stream and replay differ"
+        ranks = [row["rank"] for row in board["players"]]
+        assert ranks == list(range(1, len(ranks) + 1))
+        ratings = [row["rating"] for row in board["players"]]
+        assert ratings == sorted(ratings, reverse=True)
+
+
+@pytest.fixture
+def setup(broker, tmp_path):
+    prefix = unique_name("e2e")
+    topics = ["--match-topic", f"{prefix}.matches", "--changes-topic", f"{prefix}.changes", "--dlq-topic", f"{prefix}.dlq"]
+    config = tmp_path / "leagues.toml"
+    config.write_text(CONFIG)
+    return prefix, topics, config
+
+
+def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_path, setup):
+    prefix, topic_args, config_path = setup
+    config = LeagueConfig.from_toml(CONFIG)
+    events = league_events(seed=1)
+    lines = [orjson.dumps(e) for e in events]
+    records = [(e["league"].encode(), line) for e, line in zip(events, lines)]
+    bad = [
+        (b"chess", b"{not json"),
+        (b"chess", orjson.dumps({"league": "chess", "match_id": "three", "participants": [
+            {"player": "a", "rank": 1}, {"player": "b", "rank": 2}, {"player": "c", "rank": 3}]})),
+        (b"chess", orjson.dumps({"league": "chess", "match_id": "x", "participants": [{"player": "a", "rank": 0}, {"player": "b", "rank": 1}]})),
+        (b"chess", b"\xff\xfe\xfd"),
+        (b"chess", lines[0]),  # a producer's retry: same match_id in the same league
+    ]
+    # Interleave the bad ones among the valid ones.
+    for i, item in enumerate(bad):
+        records.insert(50 + 40 * i, item)
+    # A valid event published under the wrong key: the worker re-keys it by league.
+    stray = {"league": "solo", "match_id": "s-1", "participants": [{"player": "x", "rank": 1}, {"player": "y", "rank": 2}]}
+    from stream_app.processor import league_partition
+
+    wrong_key = next(k for k in (f"wrong-{i}" for i in range(100)) if league_partition(k, 8) != league_partition("solo", 8))
+    records.append((wrong_key.encode(), orjson.dumps(stray)))
+    all_lines = [value for _, value in records]
+    ledger, invalid = replay_state(all_lines, config)
+    assert invalid == 4 and ledger.duplicates == 1
+
+    worker = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "w1", config_path, name="w1")
+    try:
+        asyncio.run(_ensure(broker, prefix))
+        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", records))
+        counts = _match_counts(ledger)
+        wait_for(lambda: all(league_matches(worker, l) == n for l, n in counts.items()),
+                 180, "the stream to drain", workers=[worker])
+        assert_same_state(worker, ledger)
+
+        # Extras: soft rating (pairwise) and uncertainty (elo-mmr) served as replay computes them.
+        snap = ledger.snapshot()
+        for league, extra in (("karting", "soft_rating"), ("arena", "uncertainty")):
+            player = sorted(snap[league])[0]
+            status, body = worker.get(f"/leagues/{league}/players/{player}")
+            assert status == 200 and body[extra] == snap[league][player][extra] and body["rating"] == snap[league][player]["rating"]
+
+        # rating-changed events: one per participant per applied match, valid, unique ids, adding up.
+        expected_changes = ledger.changes_published
+        changes = asyncio.run(read_all(broker.bootstrap, f"{prefix}.changes", 8, expected_changes))
+        validator = jsonschema.Draft202012Validator(load_schema("rating-changed.v1"))
+        for event in changes:
+            validator.validate(event)
+        assert len(changes) == expected_changes
+        assert len({e["event_id"] for e in changes}) == expected_changes
+        last: dict[tuple[str, str], dict] = {}
+        for event in changes:
+            last[(event["league"], event["player"])] = event
+        for (league, player), event in last.items():
+            assert event["rating_after"] == snap[league][player]["rating"]
+            assert event["matches"] == snap[league][player]["matches"]
+
+        # Dead letters: each bad input with its reason.
+        letters = asyncio.run(read_all(broker.bootstrap, f"{prefix}.dlq", 8, 5))
+        dl_validator = jsonschema.Draft202012Validator(load_schema("dead-letter.v1"))
+        for letter in letters:
+            dl_validator.validate(letter)
+        assert sorted(l["reason"] for l in letters) == sorted(
+            ["invalid_json", "system_rule", "schema_violation", "invalid_encoding", "duplicate_match"])
+
+        # Metrics match what was processed.
+        status, text = worker.get("/metrics")
+        assert status == 200
+        counts = _match_counts(ledger)
+        for league, n in counts.items():
+            algorithm = config.rule_for(league).algorithm
+            assert f'ratings_matches_applied_total{{algorithm="{algorithm}",league="{league}"}} {float(n)}' in text
+        assert 'ratings_duplicate_matches_total{algorithm="elo",league="chess"} 1.0' in text
+        assert 'reason="system_rule"' in text and "ratings_processing_latency_seconds_bucket" in text
+        assert "ratings_forwarded_events_total 1.0" in text
+        assert f'ratings_league_players{{algorithm="elo-mmr",league="arena"}} {float(len(snap["arena"]))}' in text
+
+        # The API: errors are JSON with the right status.
+        assert worker.get("/leagues/nope/leaderboard")[0] == 404
+        assert worker.get("/leagues/chess/players/nobody")[0] == 404
+        assert worker.get("/leagues/bad%20id/leaderboard")[0] == 400
+        assert worker.get("/leagues/chess/leaderboard?limit=100001")[0] == 400
+        status, page = worker.get("/leagues/chess/leaderboard?limit=5&offset=5")
+        assert status == 200 and [r["rank"] for r in page["players"]] == [6, 7, 8, 9, 10]
+        assert worker.get("/health")[1]["status"] == "ok"
+    finally:
+        worker.stop()
+
+
+def _match_counts(ledger: Ledger) -> dict[str, int]:
+    return {league: len(seen) for league, seen in ledger.seen.items()}
+
+
+async def _ensure(broker, prefix: str) -> None:
+    client = RatingsClient(broker.url, match_topic=f"{prefix}.matches", changes_topic=f"{prefix}.changes",
+                           dlq_topic=f"{prefix}.dlq", partitions=8)
+    await client.start()
+    try:
+        await client.ensure_topics(8)
+        # The re-keyed events' topic too, with the same partitions.
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(f"{prefix}.matches-by-league", 8, 1)])
+        except Exception:
+            pass
+        finally:
+            await admin.close()
+    finally:
+        await client.stop()
