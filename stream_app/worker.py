@@ -382,9 +382,15 @@ class RatingsWorker:
                     return _error(self, 400, "player: must be 1 to 128 characters from A-Z a-z 0-9 _ . : @ + -")
                 return await worker.serve(self, request, league, lambda: worker.player(self, league, player))
 
+    def ready(self) -> bool:
+        """Serving is safe: no rebalance under way and table recovery complete."""
+        recovery = self.app.tables.recovery
+        return not self.app.rebalancing and not recovery.in_recovery and recovery.completed.is_set()
+
     def health(self) -> dict[str, Any]:
         return {
             "status": "ok",
+            "ready": self.ready(),
             "applied": self.applied_total,
             "dead_letters": self.dead_letters_total,
             "duplicates": self.duplicates_total,
@@ -403,6 +409,8 @@ class RatingsWorker:
             return _error(view, 400, "league: must be 1 to 128 characters from A-Z a-z 0-9 _ . : @ + -")
         partition = league_partition(league, self.settings.partitions)
         if self.owns(partition) or request.headers.get("X-Ratings-Routed"):
+            if not self.ready():
+                return _error(view, 503, "the worker is rebalancing or restoring its tables; retry shortly")
             return local()
         url = self.owner_url(partition)
         if url is None:

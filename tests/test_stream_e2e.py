@@ -238,3 +238,57 @@ async def _ensure(broker, prefix: str) -> None:
             await admin.close()
     finally:
         await client.stop()
+
+
+def assigned(worker: WorkerProcess) -> set[int]:
+    """Partitions the worker owns and serves (empty while it rebalances or restores)."""
+    health = worker.health()
+    return set(health["assigned_partitions"]) if health and health["ready"] else set()
+
+
+def test_two_workers_share_partitions_and_a_fresh_worker_restores_from_changelogs(broker, tmp_path, setup):
+    """Two workers split the partitions and answer for any league; one is killed
+    (SIGKILL) and a worker with an empty data directory takes its partitions over,
+    restoring them from the changelogs: the final state is exactly the replay."""
+    prefix, topic_args, config_path = setup
+    config = LeagueConfig.from_toml(CONFIG)
+    first, second = league_events(seed=2), league_events(seed=3)
+    # The second half continues the same leagues with new match ids.
+    for e in second:
+        e["match_id"] = "b-" + e["match_id"]
+    ledger_half, _ = replay_state([orjson.dumps(e) for e in first], config)
+    ledger_all, _ = replay_state([orjson.dumps(e) for e in first + second], config)
+
+    a = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "a", config_path, name="a")
+    b = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "b", config_path, name="b")
+    c = None
+    try:
+        asyncio.run(_ensure(broker, prefix))
+        wait_for(lambda: assigned(a) and assigned(b) and assigned(a) | assigned(b) == set(range(8)),
+                 120, "two workers to share the partitions", workers=[a, b])
+        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", [(e["league"].encode(), orjson.dumps(e)) for e in first]))
+        counts = _match_counts(ledger_half)
+        wait_for(lambda: all(league_matches(a, l) == n for l, n in counts.items()), 180, "the first half", workers=[a, b])
+        # Either worker answers for every league (requests are routed to the owner).
+        assert_same_state(a, ledger_half)
+        assert_same_state(b, ledger_half)
+
+        a.kill()
+        c = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "c", config_path, name="c")
+        wait_for(lambda: assigned(c) and assigned(b) | assigned(c) == set(range(8)), 180,
+                 "a fresh worker to take over", workers=[b, c])
+        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", [(e["league"].encode(), orjson.dumps(e)) for e in second]))
+        counts = _match_counts(ledger_all)
+        wait_for(lambda: all(league_matches(c, l) == n for l, n in counts.items()), 180, "the second half", workers=[b, c])
+        assert_same_state(c, ledger_all)
+        assert_same_state(b, ledger_all)
+        # Now c, which started with an empty data directory, takes every partition:
+        # all league state it serves comes back from the changelogs.
+        b.stop(signal.SIGTERM)
+        wait_for(lambda: assigned(c) == set(range(8)), 120, "the fresh worker to own every partition", workers=[c])
+        assert c.health()["wiped_local_state"] is False
+        assert_same_state(c, ledger_all)
+    finally:
+        for w in (a, b, c):
+            if w is not None:
+                w.stop()
