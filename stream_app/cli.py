@@ -169,6 +169,10 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if not args.offline:
+        from .demo import run_demo
+
+        return run_demo(seed=args.seed, web_port=args.web_port, serve=False if args.no_serve else None)
     from .sample import DEMO_CONFIG, demo_matches
 
     config = LeagueConfig.from_toml(DEMO_CONFIG, "<demo config>")
@@ -245,8 +249,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", type=float, default=1.0, help="multiply the number of matches")
     p.set_defaults(func=cmd_sample)
 
-    p = sub.add_parser("demo", help="generate sample leagues, rate them and print each league's top 10")
+    p = sub.add_parser(
+        "demo",
+        help="run the service end to end: embedded broker, a worker, sample leagues published, leaderboards printed",
+    )
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--web-port", type=int, default=None, help="the worker's HTTP port (default 6066, or a free one)")
+    p.add_argument("--no-serve", action="store_true", help="stop at the end even on a terminal (default: serve until Ctrl-C)")
+    p.add_argument("--offline", action="store_true", help="no broker: replay the small sample offline and print top 10s")
     p.set_defaults(func=cmd_demo)
     from .cli_stream import add_stream_commands; add_stream_commands(sub)  # noqa: E702 (broker, produce, subscribe)
     return parser

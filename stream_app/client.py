@@ -144,7 +144,9 @@ class RatingsClient:
         await self.stop()
 
     # -- topics ------------------------------------------------------------------
-    async def ensure_topics(self, partitions: int | None = None, *, replication_factor: int = 1) -> dict[str, int]:
+    async def ensure_topics(
+        self, partitions: int | None = None, *, replication_factor: int = 1, extra: Iterable[str] = ()
+    ) -> dict[str, int]:
         """Create the match, rating-changes and dead-letter topics if they are missing.
 
         Idempotent. Returns {topic: partition count}; a topic that already exists
@@ -153,7 +155,7 @@ class RatingsClient:
         from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
         partitions = partitions or self.partitions
-        names = [self.match_topic, self.changes_topic, self.dlq_topic]
+        names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra]
         admin = AIOKafkaAdminClient(**self._common())
         await admin.start()
         try:

@@ -469,8 +469,35 @@ def _error(view: View, status: int, message: str) -> Response:
     return view.bytes(orjson.dumps({"error": message}), content_type="application/json", status=status)
 
 
+async def ensure_topics(settings: Settings) -> None:
+    """Create the topics if missing, and refuse to run on topics whose partition
+    counts differ from --partitions (leagues would map to the wrong partitions)."""
+    from .client import RatingsClient
+
+    client = RatingsClient(
+        settings.broker,
+        match_topic=settings.match_topic,
+        changes_topic=settings.changes_topic,
+        dlq_topic=settings.dlq_topic,
+        partitions=settings.partitions,
+        security=settings.security,
+    )
+    await client.start(ensure_topics=False)
+    try:
+        counts = await client.ensure_topics(settings.partitions, extra=[settings.forward_topic])
+    finally:
+        await client.stop()
+    for topic in (settings.match_topic, settings.forward_topic):
+        if counts.get(topic) != settings.partitions:
+            raise SystemExit(
+                f"ratings worker: topic {topic!r} has {counts.get(topic)} partitions but --partitions is "
+                f"{settings.partitions}; they must agree"
+            )
+
+
 def run_worker(settings: Settings, loglevel: str = "info") -> int:
     """Run one worker in the foreground until SIGINT/SIGTERM."""
+    asyncio.run(ensure_topics(settings))
     worker = RatingsWorker(settings)
     faust_worker = faust.Worker(worker.app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
     try:

@@ -164,7 +164,7 @@ def test_stdin_input_via_the_console_script(tmp_path):
 
 
 def test_demo_prints_each_leagues_top_10(capsys):
-    assert main(["demo"]) == 0
+    assert main(["demo", "--offline"]) == 0
     out = capsys.readouterr().out
     for league in ("chess-blitz", "chess-rapid", "karting"):
         assert f"{league} (" in out

@@ -220,24 +220,11 @@ def _match_counts(ledger: Ledger) -> dict[str, int]:
 
 
 async def _ensure(broker, prefix: str) -> None:
+    """Nothing to prepare: the worker creates its topics; the test's producer waits for them."""
     client = RatingsClient(broker.url, match_topic=f"{prefix}.matches", changes_topic=f"{prefix}.changes",
                            dlq_topic=f"{prefix}.dlq", partitions=8)
-    await client.start()
-    try:
-        await client.ensure_topics(8)
-        # The re-keyed events' topic too, with the same partitions.
-        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
-        await admin.start()
-        try:
-            await admin.create_topics([NewTopic(f"{prefix}.matches-by-league", 8, 1)])
-        except Exception:
-            pass
-        finally:
-            await admin.close()
-    finally:
-        await client.stop()
+    await client.start()  # creates the topics too (idempotent)
+    await client.stop()
 
 
 def assigned(worker: WorkerProcess) -> set[int]:
