@@ -155,6 +155,37 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return run_worker(settings, loglevel=args.loglevel)
 
 
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    api = (args.api or f"http://127.0.0.1:{args.web_port}").rstrip("/")
+    url = f"{api}/leagues/{urllib.parse.quote(args.league, safe='')}/leaderboard?limit={args.limit}&offset={args.offset}"
+    try:
+        with urllib.request.urlopen(url, timeout=30) as reply:
+            board = json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("error", exc.reason)
+        except ValueError:
+            message = exc.reason
+        print(f"ratings leaderboard: {message} (HTTP {exc.code})", file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"ratings leaderboard: cannot reach the API at {api}: {getattr(exc, 'reason', exc)}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(board))
+        return 0
+    print(f"{board['league']} ({board.get('players_total', len(board['players'])):,} players)")
+    print(f"{'#':>5}  {'player':<28} {'rating':>10} {'matches':>8}")
+    for row in board["players"]:
+        print(f"{row['rank']:>5}  {row['player']:<28} {row['rating']:>10.1f} {row['matches']:>8}")
+    return 0
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     from .sample import demo_matches
 
@@ -242,6 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--loglevel", default="info", help="log level (default info)")
     p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("leaderboard", help="print a league's leaderboard from a worker's HTTP API")
+    p.add_argument("league")
+    p.add_argument("--limit", type=int, default=20, help="rows (default 20, at most 100000)")
+    p.add_argument("--offset", type=int, default=0, help="skip this many rows first")
+    p.add_argument("--web-port", type=int, default=int(os.environ.get("RATINGS_WEB_PORT", "6066")),
+                   help="a worker's HTTP port on 127.0.0.1 [RATINGS_WEB_PORT] (default 6066); any worker answers for any league")
+    p.add_argument("--api", default=os.environ.get("RATINGS_API"), help="the API base URL instead [RATINGS_API]")
+    p.add_argument("--json", action="store_true", help="print the API's JSON")
+    p.set_defaults(func=cmd_leaderboard)
 
     p = sub.add_parser("sample", help="write the demo's sample match results as JSONL")
     p.add_argument("--output", "-o", help="file to write (default stdout)")

@@ -211,6 +211,22 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
         status, page = worker.get("/leagues/chess/leaderboard?limit=5&offset=5")
         assert status == 200 and [r["rank"] for r in page["players"]] == [6, 7, 8, 9, 10]
         assert worker.get("/health")[1]["status"] == "ok"
+
+        # `ratings leaderboard` prints the table from the API.
+        import subprocess
+        import sys
+
+        done = subprocess.run([sys.executable, "-m", "stream_app.cli", "leaderboard", "chess", "--limit", "3",
+                               "--web-port", str(worker.port)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        top = sorted(snap["chess"].items(), key=lambda kv: (-kv[1]["rating"], kv[0]))[:3]
+        lines = done.stdout.splitlines()
+        assert lines[0] == f"chess ({len(snap['chess'])} players)"
+        for line, (player, state) in zip(lines[2:], top):
+            assert line.split()[1] == player and float(line.split()[2]) == round(state["rating"], 1)
+        missing = subprocess.run([sys.executable, "-m", "stream_app.cli", "leaderboard", "nope",
+                                  "--web-port", str(worker.port)], capture_output=True, text=True, timeout=60)
+        assert missing.returncode == 1 and "not found" in missing.stderr
     finally:
         worker.stop()
 
