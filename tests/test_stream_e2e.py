@@ -191,7 +191,13 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
         assert sorted(l["reason"] for l in letters) == sorted(
             ["invalid_json", "system_rule", "schema_violation", "invalid_encoding", "duplicate_match"])
 
-        # Metrics match what was processed.
+        # Metrics match what was processed; once drained, no partition lags.
+        def lag_lines():
+            text = worker.get("/metrics")[1]
+            lines = [l for l in text.splitlines() if l.startswith("ratings_consumer_lag{") and f"{prefix}.matches\"" in l]
+            return lines if len(lines) == 8 and all(l.endswith(" 0.0") for l in lines) else None
+
+        wait_for(lag_lines, 30, "consumer lag 0 on all 8 input partitions", workers=[worker])
         status, text = worker.get("/metrics")
         assert status == 200
         counts = _match_counts(ledger)
