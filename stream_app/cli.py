@@ -150,6 +150,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         web_host=args.web_host,
         config_path=args.config,
         app_id=args.app_id,
+        advertised_url=args.advertised_url,
         security=security if security.protocol != "PLAINTEXT" else None,
     )
     return run_worker(settings, loglevel=args.loglevel)
@@ -270,6 +271,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--app-id",
         default=os.environ.get("RATINGS_APP_ID", "ratings"),
         help="consumer group and prefix of the tables' changelog topics [RATINGS_APP_ID] (default ratings)",
+    )
+    p.add_argument(
+        "--advertised-url",
+        default=os.environ.get("RATINGS_ADVERTISED_URL") or None,
+        help="URL other workers use to reach this one's API, e.g. http://worker-1:6066 "
+        "[RATINGS_ADVERTISED_URL] (default http://WEB_HOST:WEB_PORT; set it when --web-host is 0.0.0.0)",
     )
     p.add_argument("--loglevel", default="info", help="log level (default info)")
     p.set_defaults(func=cmd_worker)

@@ -48,6 +48,7 @@ class Settings:
     data_dir: Path = Path("data")
     web_port: int = 6066
     web_host: str = "127.0.0.1"
+    advertised_url: str | None = None  # how other workers reach this one (default http://web_host:web_port)
     config_path: str | None = None
     app_id: str = "ratings"
     batch_max: int = 2000
@@ -135,6 +136,8 @@ class RatingsWorker:
             table_standby_replicas=0,
             autodiscover=False,
         )
+        if s.advertised_url:
+            options["canonical_url"] = s.advertised_url
         if s.security is not None:
             options.update(s.security.faust_settings())
         options.update(s.extra)
@@ -167,6 +170,10 @@ class RatingsWorker:
     async def _on_revoked(self, app: Any, revoked: set[TP], **_: Any) -> None:
         self.ledgers.clear()
         metrics.set_state("recovering")
+        # Gauges of partitions and leagues this worker may no longer own: the
+        # timer sets them again for what it owns after the rebalance.
+        metrics.LAG.clear()
+        metrics.PLAYERS.clear()
 
     async def _on_assigned(self, app: Any, assigned: set[TP], **_: Any) -> None:
         self.ledgers.clear()
@@ -292,6 +299,17 @@ class RatingsWorker:
         metrics.PLAYERS.labels(item.league, algorithm).set(item.league_players)
 
     async def _refresh_gauges(self) -> None:
+        try:
+            self._refresh_gauges_now()
+        except Exception:  # a metrics refresh must never take the worker down
+            log.exception("refreshing gauges failed")
+
+    def _refresh_gauges_now(self) -> None:
+        ready = self.ready()
+        metrics.set_state("running" if ready else "recovering")
+        if not ready:
+            return
+        self._refresh_players()
         consumer = self.app.consumer
         try:
             assigned = consumer.assignment()
@@ -309,6 +327,18 @@ class RatingsWorker:
                 checkpoint = Checkpoint.decode(self._db(CHECKPOINTS, tp.partition).get(CHECKPOINT_KEY))
                 done = checkpoint.offsets.get(tp.topic, -1)
             metrics.LAG.labels(tp.topic, str(tp.partition)).set(max(0, highwater - (done + 1)))
+
+    def _refresh_players(self) -> None:
+        """Players per league for the leagues of the partitions this worker owns."""
+        topic = self.tables[LEAGUES].changelog_topic.get_topic_name()
+        for tp in self.app.assignor.assigned_actives():
+            if tp.topic != topic:
+                continue
+            checkpoint = self._checkpoint(tp.partition)
+            # Only league keys: the database also holds our fence and Faust's persisted offset.
+            records = ((k, v) for k, v in self._db(LEAGUES, tp.partition).items() if ID_PATTERN.match(k.decode("latin-1")))
+            for key, record in iter_committed(records, checkpoint):
+                metrics.PLAYERS.labels(key.decode(), record["algorithm"]).set(record["players"])
 
     # -- reads for the HTTP API ---------------------------------------------------------
 
@@ -364,6 +394,12 @@ class RatingsWorker:
         class Health(View):
             async def get(self, request: Request) -> Response:
                 return self.json(worker.health())
+
+        @app.page("/ready")
+        class Ready(View):
+            async def get(self, request: Request) -> Response:
+                ready = worker.ready()
+                return self.bytes(orjson.dumps({"ready": ready}), content_type="application/json", status=200 if ready else 503)
 
         @app.page("/leagues/{league}")
         class League(View):
