@@ -10,12 +10,14 @@ import base64
 import hashlib
 import json
 import math
+import re
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import fastjsonschema
+from fastjsonschema.draft04 import CodeGeneratorDraft04
 import orjson
 
 from .engine import Match, Participant, RatingChange
@@ -137,8 +139,97 @@ def decode_payload(raw: bytes | str) -> dict[str, Any]:
     return doc
 
 
+# The fast path's checks. Each accepts a subset of what the schema accepts;
+# anything else goes through the compiled schema, so errors stay the same.
+_ID_CHARS = "A-Za-z0-9_.:@+-"
+_ID = re.compile(rf"(?!\.{{1,2}}\Z)[{_ID_CHARS}]{{1,{MAX_ID_LENGTH}}}\Z")
+# Ids joined by newlines (a newline cannot occur in an id): one regex for all.
+_IDS = re.compile(rf"(?:(?!\.{{1,2}}\n)[{_ID_CHARS}]{{1,{MAX_ID_LENGTH}}}\n)+\Z")
+_DATE_TIME = re.compile(CodeGeneratorDraft04.FORMAT_REGEXS["date-time"])
+_MAX_RANK = 1_000_000_000
+_MISSING = object()
+
+
+def _fast_match(doc: Any) -> Match | None:
+    """The common case of a valid event, checked directly; None when unsure.
+
+    Returns a Match only for events the schema and the extra rules accept,
+    built exactly as the general path builds it.
+    """
+    if type(doc) is not dict:
+        return None
+    league = doc.get("league")
+    match_id = doc.get("match_id")
+    people = doc.get("participants")
+    if type(league) is not str or type(match_id) is not str or type(people) is not list:
+        return None
+    n = len(people)
+    if n < 2 or n > MAX_PARTICIPANTS or not _ID.match(league) or not _ID.match(match_id):
+        return None
+    for person in people:
+        if type(person) is not dict:
+            return None
+    players = [person.get("player") for person in people]
+    try:
+        joined = "\n".join(players)
+    except TypeError:  # a player that is not a string
+        return None
+    # A newline inside an id would split it in two: count them first.
+    if joined.count("\n") != n - 1 or not _IDS.match(joined + "\n") or len(set(players)) != n:
+        return None
+    ranks = [person.get("rank", _MISSING) for person in people]
+    scores = [person.get("score", _MISSING) for person in people]
+    rank_types = set(map(type, ranks))
+    score_types = set(map(type, scores))
+    if not score_types <= _SCORE_TYPES:
+        return None
+    if rank_types == _INT_ONLY:
+        if min(ranks) < 1 or max(ranks) > _MAX_RANK:
+            return None
+    elif rank_types == _MISSING_ONLY and _MISSING_TYPE not in score_types:
+        ranks = None
+    else:  # mixed, or not integers: the general path decides (and explains)
+        return None
+    if float in score_types:
+        for score in scores:
+            if type(score) is float and not math.isfinite(score):
+                return None
+    time = None
+    if "occurred_at" in doc:
+        text = doc["occurred_at"]
+        if type(text) is not str or len(text) > 64 or not _DATE_TIME.match(text):
+            return None
+        try:
+            time = parse_time(text)
+        except ValueError:
+            return None
+    if _MISSING_TYPE in score_types:
+        if score_types == _MISSING_ONLY:
+            participants = tuple(map(Participant, players, ranks))
+        else:
+            participants = tuple(
+                Participant(player, rank, None if score is _MISSING else float(score))
+                for player, rank, score in zip(players, ranks, scores)
+            )
+    else:
+        floats = [float(score) for score in scores]
+        if ranks is None:
+            ranks = _ranks_from_scores(floats)
+        participants = tuple(map(Participant, players, ranks, floats))
+    return Match(league=league, match_id=match_id, participants=participants, time=time)
+
+
+_MISSING_TYPE = type(_MISSING)
+_INT_ONLY = {int}
+_MISSING_ONLY = {_MISSING_TYPE}
+_SCORE_TYPES = {int, float, _MISSING_TYPE}
+
+
 def validate_match(doc: dict[str, Any]) -> Match:
     """A decoded JSON object -> a Match, or BadEvent naming the field and rule."""
+    fast = _fast_match(doc)
+    if fast is not None:
+        return fast
     try:
         _compiled("match-result.v1")(doc)
     except fastjsonschema.JsonSchemaValueException as exc:

@@ -254,7 +254,7 @@ def test_single_round_change_is_bounded(data, outlier):
     beta = system.params.perf_sigma(np.array([system.params.weight_limit]))[0]
     for change in _rate(system, states, ranks):
         a = change.after
-        prior = _posterior_zero(a.gauss_mu, a.gauss_sigma, a.perfs[:-1], a.perf_w_arg[:-1], a.perf_w_out[:-1])
+        prior = _posterior_zero(a.gauss_mu, a.gauss_sigma, a.perfs[:-1], a.perf_w_arg[:-1], a.perf_weights[:-1])
         bound = math.pi * a.gauss_sigma**2 / (beta * math.sqrt(3.0))
         assert abs(a.rating - prior) <= bound * (1 + 1e-9) + 1e-6
 
@@ -411,3 +411,49 @@ def test_erfcx_and_inverse_mills():
     assert lam[0] == pytest.approx(60.0166, rel=1e-4)  # ~ -z for very negative z
     assert lam[2] == pytest.approx(math.sqrt(2.0 / math.pi))
     assert lam[4] == 0.0 and np.all(np.isfinite(lam))
+
+
+# ---- the undecayed weights and the state builder (issue 3) ----
+
+
+def test_fast_state_builder_equals_the_constructor():
+    from stream_app.engine.mmr import _make_state
+
+    values = dict(
+        rating=1.0, sigma=2.0, matches=3, gauss_mu=4.0, gauss_sigma=5.0, perfs=(1.0,), perf_w_arg=(0.5,),
+        perf_w_out=(0.25,), perf_scale=0.5, last_time=None, sig_limit=80.0,
+    )
+    assert _make_state(**values) == MmrState(**values)
+    assert [f for f in MmrState.__dataclass_fields__] == list(values)
+
+
+def test_weights_are_stored_undecayed_with_one_scale():
+    system = make_system("elo-mmr", {"max_history": 4})
+    rows = [("a", 1), ("b", 2), ("c", 3)]
+    states = [system.initial_state() for _ in rows]
+    history = []
+    for k in range(6):
+        states = [c.after for c in system.rate(_match(rows, str(k)), states)]
+        history.append(states[0])
+    a = history[-1]
+    # Each factor keeps the weight it was created with; the scale carries the decay.
+    assert a.perf_w_out[-1] * a.perf_scale == pytest.approx(TANH_MULTIPLIER_BETA)
+    assert a.perf_w_out[:-1] == history[-2].perf_w_out[1:]
+    assert 0 < a.perf_scale < history[-2].perf_scale < 1
+    assert a.perf_weights == tuple(w * a.perf_scale for w in a.perf_w_out)
+
+
+TANH_MULTIPLIER_BETA = math.pi / math.sqrt(3.0) / (80.0 * math.sqrt(6.0))
+
+
+def test_tiny_scale_is_folded_into_the_weights(monkeypatch):
+    """Below _MIN_SCALE the stored weights are rescaled, with the same ratings."""
+    rounds = _random_rounds(seed=8, count=12, pool=30, low=10, high=25)
+    plain = _replay(make_system("elo-mmr", {"max_history": 5}), rounds)
+    monkeypatch.setattr(mmr_module, "_MIN_SCALE", 0.5)
+    folded = _replay(make_system("elo-mmr", {"max_history": 5}), rounds)
+    assert any(s.perf_scale == 1.0 and s.matches >= 2 for s in folded.values())
+    for p in plain:
+        assert folded[p].perf_scale >= 0.5
+        assert folded[p].rating == pytest.approx(plain[p].rating, abs=1e-9)
+        assert folded[p].perf_weights == pytest.approx(plain[p].perf_weights, rel=1e-12)

@@ -50,9 +50,11 @@ not count it, which matters only for `noob_delay`).
 
 from __future__ import annotations
 
+import gc
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from itertools import chain
+from operator import attrgetter
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -149,9 +151,13 @@ class MmrState(PlayerState):
     gauss_sigma: float = 1.0
     # Logistic factors, oldest first: centre p_k, tanh argument weight
     # pi / (sqrt 12 beta_k) and output weight omega_k pi / (sqrt 3 beta_k).
+    # The output weights are stored undecayed: the actual weight of factor k
+    # is perf_w_out[k] * perf_scale, so that the diffusion, which decays
+    # every weight by the same factor, changes one number instead of all.
     perfs: tuple[float, ...] = ()
     perf_w_arg: tuple[float, ...] = ()
     perf_w_out: tuple[float, ...] = ()
+    perf_scale: float = 1.0
     last_time: float | None = None  # time of the last rated match, if known
     sig_limit: float = 80.0  # for display_rating
 
@@ -162,6 +168,12 @@ class MmrState(PlayerState):
             if key in data:
                 data[key] = tuple(data[key])
         return cls(**data)
+
+    @property
+    def perf_weights(self) -> tuple[float, ...]:
+        """The actual output weights omega_k pi / (sqrt 3 beta_k) of the factors."""
+        scale = self.perf_scale
+        return tuple(w * scale for w in self.perf_w_out)
 
     @property
     def display_rating(self) -> float:
@@ -295,6 +307,19 @@ class _EloMmrBase(RatingSystem[MmrState]):
     # ---- the round ----
 
     def rate(self, match: Match, before: Sequence[MmrState]) -> list[RatingChange[MmrState]]:
+        # A round allocates a few objects per participant and frees none of
+        # them cyclically; with hundreds of thousands of states alive, the
+        # cyclic collector would rescan them many times a round. It runs once
+        # afterwards instead (nothing here creates reference cycles).
+        if not gc.isenabled():
+            return self._rate(match, before)
+        gc.disable()
+        try:
+            return self._rate(match, before)
+        finally:
+            gc.enable()
+
+    def _rate(self, match: Match, before: Sequence[MmrState]) -> list[RatingChange[MmrState]]:
         p = self.params
         n = len(before)
         ranks = np.fromiter((x.rank for x in match.participants), np.int64, n)
@@ -369,27 +394,30 @@ class EloMmr(_EloMmrBase):
 
     def _diffuse(self, before, mu, sig, gamma2):
         n = len(before)
-        lens = np.fromiter((len(s.perfs) for s in before), np.int64, n)
+        perfs = [s.perfs for s in before]
+        lens = np.fromiter(map(len, perfs), np.int64, n)
         total = int(lens.sum())
-        hp = np.fromiter(chain.from_iterable(s.perfs for s in before), float, total)
-        ha = np.fromiter(chain.from_iterable(s.perf_w_arg for s in before), float, total)
-        hw = np.fromiter(chain.from_iterable(s.perf_w_out for s in before), float, total)
+        hp = np.fromiter(chain.from_iterable(perfs), float, total)
+        ha = np.fromiter(chain.from_iterable([s.perf_w_arg for s in before]), float, total)
+        hw = np.fromiter(chain.from_iterable([s.perf_w_out for s in before]), float, total)  # undecayed
         owner = np.repeat(np.arange(n), lens)
-        gmu = np.fromiter((s.gauss_mu for s in before), float, n)
-        gsig = np.fromiter((s.gauss_sigma for s in before), float, n)
+        gmu = np.fromiter(map(_GAUSS_MU, before), float, n)
+        gsig = np.fromiter(map(_GAUSS_SIGMA, before), float, n)
+        scale = np.fromiter(map(_PERF_SCALE, before), float, n)
 
         sig_new = np.hypot(sig, np.sqrt(gamma2))
         decay = (sig / sig_new) ** 2
         transfer = decay**self.params.rho
         wn_old = gsig**-2.0
-        hist_weight = segment_sum(ha * hw * (2.0 / TANH_MULTIPLIER**2), owner, n)
+        hist_weight = scale * segment_sum(ha * hw, owner, n) * (2.0 / TANH_MULTIPLIER**2)
         from_norm = transfer * wn_old
         from_transfers = (1.0 - transfer) * (wn_old + hist_weight)
         total_w = from_norm + from_transfers
         gmu = (from_norm * gmu + from_transfers * mu) / total_w
         gsig = 1.0 / np.sqrt(decay * total_w)
-        hw = hw * (transfer * decay)[owner]
-        return {"sigma": sig_new, "gmu": gmu, "gsig": gsig, "lens": lens, "hp": hp, "ha": ha, "hw": hw, "owner": owner}
+        # Every weight decays by transfer * decay: one factor per player.
+        scale = scale * (transfer * decay)
+        return {"sigma": sig_new, "gmu": gmu, "gsig": gsig, "lens": lens, "hp": hp, "ha": ha, "hw": hw, "owner": owner, "scale": scale}
 
     def _performances(self, terms, mu, lo):
         split = self.params.split_ties
@@ -404,17 +432,9 @@ class EloMmr(_EloMmrBase):
         wc = np.where(valid, w[cols], 0.0)
         const = (wc * (greater - less)).sum(axis=1)
         coef = wc * (terms.count[cols] + (0 if split else equal))
-        centre = terms.mu[cols]
         arg = a[cols]
-        coef_arg = coef * arg
-
-        def evaluate(idx, x):
-            th = np.tanh((x[:, None] - centre[idx]) * arg[idx])
-            f = const[idx] - (coef[idx] * th).sum(axis=1)
-            fp = -(coef_arg[idx] * (1.0 - th * th)).sum(axis=1)
-            return f, fp
-
-        return solve_decreasing(evaluate, mu, lo_b, hi_b, tol)
+        evaluate = _WindowSlope(const, coef, arg, terms.mu[cols] * arg)
+        return solve_decreasing(evaluate, _rank_guess(mu, lo), lo_b, hi_b, tol)
 
     def _performances_exact(self, terms, mu, lo, w, a, lo_b, hi_b, tol):
         """Every opponent: f_i(x) = C_i - F(x) - E_i(x), F shared by all players,
@@ -489,78 +509,195 @@ class EloMmr(_EloMmrBase):
     def _finish(self, match, before, post, mu, sig, beta, perf):
         p = self.params
         n = len(before)
-        lens, hp, ha, hw, owner = post["lens"], post["hp"], post["ha"], post["hw"], post["owner"]
+        lens, hp, ha, hw_raw, owner, scale = post["lens"], post["hp"], post["ha"], post["hw"], post["owner"], post["scale"]
         gmu, gsig = post["gmu"], post["gsig"]
+        hw = hw_raw * scale[owner]  # the actual, decayed weights
         new_a = (0.5 * TANH_MULTIPLIER) / beta
         new_w = TANH_MULTIPLIER / beta
 
         # History compression: fold the oldest factors into the Gaussian one.
         drop = np.maximum(lens + 1 - p.max_history, 0)
-        starts = np.cumsum(lens) - lens
-        pos = np.arange(len(hp)) - starts[owner]
-        dropped = pos < drop[owner]
-        if dropped.any():
+        if drop.any():
+            starts = np.cumsum(lens) - lens
+            dropped = (np.arange(len(hp)) - starts[owner]) < drop[owner]
             dw = ha[dropped] * hw[dropped] * (2.0 / TANH_MULTIPLIER**2)
             do = owner[dropped]
             wn = gsig**-2.0
             dsum = segment_sum(dw, do, n)
             gmu = (wn * gmu + segment_sum(dw * hp[dropped], do, n)) / (wn + dsum)
             gsig = 1.0 / np.sqrt(wn + dsum)
-        kept = ~dropped
-        k_owner = np.concatenate((owner[kept], np.arange(n)))
-        perm = np.argsort(k_owner, kind="stable")  # each player's factors together, newest last
-        k_owner = k_owner[perm]
-        k_p = np.concatenate((hp[kept], perf))[perm]
-        k_a = np.concatenate((ha[kept], new_a))[perm]
-        k_w = np.concatenate((hw[kept], new_w))[perm]
-        k_start = _starts(k_owner, n)
+            kept = ~dropped
+            k_owner, k_p, k_a, k_w = owner[kept], hp[kept], ha[kept], hw[kept]
+        else:
+            k_owner, k_p, k_a, k_w = owner, hp, ha, hw
         wn = gsig**-2.0
 
         # The new rating: the zero of Equation 6 (increasing), by Newton on its negation.
-        def evaluate(idx, x):
-            xs = np.zeros(n)
-            xs[idx] = x
-            th = np.tanh((xs[k_owner] - k_p) * k_a)
-            val = wn * (xs - gmu) + segment_sum(k_w * th, k_owner, n)
-            der = wn + segment_sum(k_w * k_a * (1.0 - th * th), k_owner, n)
-            return -val[idx], -der[idx]
-
+        evaluate = _PosteriorSlope(n, k_owner, k_p, k_a, k_w, wn, gmu, perf, new_a, new_w)
         # The zero lies between the smallest and largest factor centre.
-        lo_b = np.minimum(gmu, np.minimum.reduceat(k_p, k_start))
-        hi_b = np.maximum(gmu, np.maximum.reduceat(k_p, k_start))
+        lo_b = np.minimum(gmu, perf)
+        hi_b = np.maximum(gmu, perf)
+        if len(k_p):
+            counts = np.bincount(k_owner, minlength=n)
+            has = counts > 0
+            first = (np.cumsum(counts) - counts)[has]
+            lo_b[has] = np.minimum(lo_b[has], np.minimum.reduceat(k_p, first))
+            hi_b[has] = np.maximum(hi_b[has], np.maximum.reduceat(k_p, first))
         new_mu = solve_decreasing(evaluate, mu, lo_b, hi_b, REL_TOL * beta.min())
         new_sig = 1.0 / np.sqrt(sig**-2.0 + beta**-2.0)
 
-        # New states: the kept factors are a suffix of the old ones.
-        hw_list = hw.tolist()
+        # New states: the kept factors are a suffix of the old ones, so each
+        # history is a slice plus the new factor (stored undecayed: / scale).
+        small = scale < _MIN_SCALE
         mu_l, sig_l, gmu_l, gsig_l = new_mu.tolist(), new_sig.tolist(), gmu.tolist(), gsig.tolist()
-        perf_l, a_l, w_l = perf.tolist(), new_a.tolist(), new_w.tolist()
-        drop_l, start_l, lens_l = drop.tolist(), starts.tolist(), lens.tolist()
+        perf_l, a_l, scale_l = perf.tolist(), new_a.tolist(), scale.tolist()
+        w_l = np.where(small, new_w, new_w / np.where(small, 1.0, scale)).tolist()
+        drop_l = drop.tolist()
         t = match.time
+        sig_limit = p.sig_limit
+        make = _make_state
         changes = []
         for i, (x, s) in enumerate(zip(match.participants, before)):
             d = drop_l[i]
-            st = start_l[i]
-            after = MmrState(
-                rating=mu_l[i],
-                sigma=sig_l[i],
-                matches=s.matches + 1,
-                gauss_mu=gmu_l[i],
-                gauss_sigma=gsig_l[i],
-                perfs=s.perfs[d:] + (perf_l[i],),
-                perf_w_arg=s.perf_w_arg[d:] + (a_l[i],),
-                perf_w_out=tuple(hw_list[st + d : st + lens_l[i]]) + (w_l[i],),
-                last_time=s.last_time if t is None else t,
-                sig_limit=p.sig_limit,
+            if d:
+                perfs, w_arg, w_out = s.perfs[d:], s.perf_w_arg[d:], s.perf_w_out[d:]
+            else:
+                perfs, w_arg, w_out = s.perfs, s.perf_w_arg, s.perf_w_out
+            after = make(
+                mu_l[i],
+                sig_l[i],
+                s.matches + 1,
+                gmu_l[i],
+                gsig_l[i],
+                perfs + (perf_l[i],),
+                w_arg + (a_l[i],),
+                w_out + (w_l[i],),
+                scale_l[i],
+                s.last_time if t is None else t,
+                sig_limit,
             )
-            changes.append(RatingChange(x.player, s, after, _extras(s, after, perf_l[i])))
+            extras = {"uncertainty": sig_l[i], "uncertainty_before": s.sigma, "display_rating": after.display_rating, "performance": perf_l[i]}
+            changes.append(RatingChange(x.player, s, after, extras))
+        if small.any():
+            # A scale this small (hundreds of rounds, or rho = infinity): fold
+            # it into the stored weights so that new ones stay representable.
+            starts = np.cumsum(lens) - lens
+            for i in np.flatnonzero(small).tolist():
+                after = changes[i].after
+                d = drop_l[i]
+                weights = tuple(hw[starts[i] + d : starts[i] + lens[i]].tolist()) + (after.perf_w_out[-1],)
+                changes[i].after = replace(after, perf_w_out=weights, perf_scale=1.0)
         return changes
 
 
-def _starts(owner: np.ndarray, n: int) -> np.ndarray:
-    """Start of each owner's run in `owner` sorted stably (every owner present)."""
-    counts = np.bincount(owner, minlength=n)
-    return np.cumsum(counts) - counts
+def _rank_guess(mu: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """A starting point for the performances: the rating found at the player's
+    place (the middle of a tie) when everyone is sorted by rating. Newton
+    from there needs a few steps instead of a dozen from the player's own rating."""
+    n = len(mu)
+    desc = np.sort(mu)[::-1]
+    ordered = np.sort(lo)
+    hi = np.searchsorted(ordered, lo, side="right") - 1
+    return np.interp(0.5 * (lo + hi), np.arange(n), desc)
+
+
+class _WindowSlope:
+    """f_i(x) = const_i - sum_k coef_ik tanh(arg_ik x - carg_ik) and its
+    derivative, row by row, over the players still being solved (copies of
+    their rows are taken once they are few)."""
+
+    def __init__(self, const, coef, arg, carg):
+        self.rows = np.arange(len(const))
+        self.data = (const, coef, arg, carg, coef * arg)
+
+    def __call__(self, idx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if len(idx) * 2 < len(self.rows):
+            at = np.searchsorted(self.rows, idx)
+            self.data = tuple(v[at] for v in self.data)
+            self.rows = idx
+        const, coef, arg, carg, coef_arg = self.data
+        if len(idx) != len(self.rows):
+            at = np.searchsorted(self.rows, idx)
+            const, coef, arg, carg, coef_arg = const[at], coef[at], arg[at], carg[at], coef_arg[at]
+        th = x[:, None] * arg
+        th -= carg
+        np.tanh(th, out=th)
+        f = const - np.einsum("ij,ij->i", coef, th)
+        np.multiply(th, th, out=th)
+        np.subtract(1.0, th, out=th)  # 1 - tanh^2 term by term: never negative
+        fp = -np.einsum("ij,ij->i", coef_arg, th)
+        return f, fp
+
+
+class _PosteriorSlope:
+    """Minus the slope of the log-posterior (Equation 6) for the Newton solver:
+    w0 (x - p0) + sum_k w_k tanh(a_k (x - p_k)), the new factor included.
+    Evaluations are restricted to the players still being solved once they
+    are few, so converged players' factors are not evaluated again."""
+
+    def __init__(self, n, owner, p, a, w, wn, gmu, perf, new_a, new_w):
+        self.n = n
+        self.full = (owner, p, a, w)
+        self.wn, self.gmu, self.perf, self.new_a, self.new_w = wn, gmu, perf, new_a, new_w
+        self.rows = np.arange(n)  # players whose factors `terms` holds
+        self.terms = (owner, p, a, w)  # owner numbered within `rows`
+
+    def _restrict(self, idx: np.ndarray) -> None:
+        owner, p, a, w = self.full
+        local = np.full(self.n, -1, dtype=np.int64)
+        local[idx] = np.arange(len(idx))
+        keep = local[owner] >= 0
+        self.rows = idx
+        self.terms = (local[owner[keep]], p[keep], a[keep], w[keep])
+
+    def __call__(self, idx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if len(idx) * 2 < len(self.rows):
+            self._restrict(idx)
+        rows = self.rows
+        if len(rows) == len(idx):
+            xr = x
+        else:
+            xr = np.zeros(len(rows))
+            at = np.searchsorted(rows, idx)
+            xr[at] = x
+        owner, p, a, w = self.terms
+        m = len(rows)
+        th = np.tanh((xr[owner] - p) * a)
+        val = segment_sum(w * th, owner, m)
+        der = segment_sum(w * a * (1.0 - th * th), owner, m)
+        if len(rows) != len(idx):
+            val, der = val[at], der[at]
+        na = self.new_a[idx]
+        nth = np.tanh((x - self.perf[idx]) * na)
+        wn = self.wn[idx]
+        val += wn * (x - self.gmu[idx]) + self.new_w[idx] * nth
+        der += wn + self.new_w[idx] * na * (1.0 - nth * nth)
+        return -val, -der
+
+
+_GAUSS_MU = attrgetter("gauss_mu")
+_GAUSS_SIGMA = attrgetter("gauss_sigma")
+_PERF_SCALE = attrgetter("perf_scale")
+# Below this the scale is folded into the stored weights (after ~700 rounds
+# with the defaults, where each round decays the weights by about 0.69).
+_MIN_SCALE = 1e-100
+
+
+def _state_maker():
+    """MmrState(...) without the dataclass __init__'s per-field object.__setattr__
+    calls: the same object, built about twice as fast (a round builds one per
+    participant)."""
+    names = [f.name for f in fields(MmrState)]
+    setters = [getattr(MmrState, name).__set__ for name in names]
+    args = ", ".join(names)
+    body = "\n".join(f"    _set{k}(state, {name})" for k, name in enumerate(names))
+    source = f"def make({args}):\n    state = _new(MmrState)\n{body}\n    return state\n"
+    scope = {"_new": object.__new__, "MmrState": MmrState, **{f"_set{k}": setter for k, setter in enumerate(setters)}}
+    exec(source, scope)
+    return scope["make"]
+
+
+_make_state = _state_maker()
 
 
 class EloMmx(_EloMmrBase):
