@@ -79,7 +79,9 @@ async def publish(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]
         await producer.stop()
 
 
-async def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0) -> list[dict]:
+async def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0,
+                   drain: bool = False) -> list[dict]:
+    """Read from the beginning until `expected` records (with drain: then until 2 s pass with none)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     out: list[dict] = []
@@ -89,10 +91,20 @@ async def read_all(bootstrap: str, topic: str, partitions: int, expected: int, t
         await consumer.seek_to_beginning(*tps)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while len(out) < expected and loop.time() < deadline:
+        idle_since = None
+        while loop.time() < deadline:
             batch = await consumer.getmany(timeout_ms=500)
             for messages in batch.values():
                 out.extend(orjson.loads(m.value) for m in messages)
+            if len(out) >= expected:
+                if not drain:
+                    break
+                if batch:
+                    idle_since = None
+                elif idle_since is None:
+                    idle_since = loop.time()
+                elif loop.time() - idle_since > 2.0:
+                    break
     finally:
         await consumer.stop()
     return out
