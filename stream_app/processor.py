@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import logging
+
 import orjson
 from aiokafka.partitioner import murmur2
 
@@ -19,6 +21,9 @@ from .engine import Match, PlayerState, RatingChange
 from .events import BadEvent, dead_letter, parse_match, rating_changed
 from .replay import rate_match
 from .state import LEAGUES, MATCHES, PLAYERS, PartitionLedger, match_key, player_key
+
+
+log = logging.getLogger(__name__)
 
 
 def league_partition(league: str, partitions: int) -> int:
@@ -90,6 +95,12 @@ class Processor:
         except BadEvent as exc:
             result.dead_letter = exc
             result.outputs.append(Output("dead_letter", key or b"", orjson.dumps(dead_letter(exc, payload, source))))
+        except Exception as exc:  # a bug or an input the engine cannot handle: never crash the worker
+            log.exception("record %s:%s:%s could not be applied", topic, partition, offset)
+            error = BadEvent("internal_error", f"event: could not be applied ({type(exc).__name__}: {exc})")
+            result.applied = None
+            result.dead_letter = error
+            result.outputs = [Output("dead_letter", key or b"", orjson.dumps(dead_letter(error, payload, source)))]
         return result
 
     def _apply(self, ledger: PartitionLedger, match: Match, result: Result) -> None:
@@ -124,16 +135,20 @@ class Processor:
             return state
 
         _, changes = rate_match(system, match, lookup)
+        # Everything is computed before anything is written, so a failure
+        # (reported as a dead letter) leaves no partial match in the state.
+        outputs = [
+            Output("change", league.encode(), orjson.dumps(rating_changed(rule.algorithm, match, participant.rank, change)))
+            for participant, change in zip(match.participants, changes)
+        ]
         new_players = sum(1 for state in prior.values() if state is None)
+        seq = record["matches"] + 1
+        players = record["players"] + new_players
         for change in changes:
             ledger.put(PLAYERS, player_key(league, change.player), change.after.to_dict())
-        seq = record["matches"] + 1
         ledger.put(MATCHES, mkey, {"seq": seq})
-        players = record["players"] + new_players
         ledger.put(LEAGUES, league.encode(), {"algorithm": rule.algorithm, "matches": seq, "players": players})
-        for participant, change in zip(match.participants, changes):
-            event = rating_changed(rule.algorithm, match, participant.rank, change)
-            result.outputs.append(Output("change", league.encode(), orjson.dumps(event)))
+        result.outputs.extend(outputs)
         result.applied = Applied(league, rule.algorithm, match, changes, new_players, players)
 
 

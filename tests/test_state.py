@@ -181,3 +181,20 @@ def test_events_at_or_below_the_checkpoint_are_skipped_as_redelivered():
     processor = Processor(CONFIG, 1, TOPIC, TOPIC + "-by-league")
     assert processor.process(ledger, TOPIC, 0, 41, b"k", b"{}").redelivered
     assert not processor.process(ledger, TOPIC, 0, 42, b"k", b"{}").redelivered
+
+
+def test_an_engine_failure_becomes_a_dead_letter_and_leaves_no_partial_state(monkeypatch):
+    from stream_app.engine.elo import Elo
+
+    def broken(self, match, before):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(Elo, "rate", broken)
+    ledger = PartitionLedger(0, Checkpoint(), lambda t, k: None)
+    processor = Processor(CONFIG, 1, TOPIC, TOPIC + "-by-league")
+    line = orjson.dumps({"league": "chess", "match_id": "1", "participants": [{"player": "a", "rank": 1}, {"player": "b", "rank": 2}]})
+    result = processor.process(ledger, TOPIC, 0, 0, b"chess", line)
+    assert result.dead_letter.code == "internal_error" and "ZeroDivisionError" in result.dead_letter.message
+    assert [o.kind for o in result.outputs] == ["dead_letter"]
+    assert ledger.overlay == {}  # nothing of the match was written
+    assert orjson.loads(result.outputs[0].value)["payload"] == line.decode()
