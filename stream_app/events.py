@@ -25,6 +25,9 @@ from .engine import Match, Participant, RatingChange
 MAX_EVENT_BYTES = 1 << 20  # 1 MiB: Kafka's default max message size; the largest Codeforces round is 0.6 MB
 MAX_PARTICIPANTS = 20_000  # the largest Codeforces round has 16,783
 MAX_ID_LENGTH = 128
+# A dead letter, serialized, stays under this (Faust's default producer limit, below
+# Kafka's default max message size): the payload is cut to fit (payload_truncated).
+MAX_DEAD_LETTER_BYTES = 1_000_000
 
 SCHEMA_NAMES = ("match-result.v1", "rating-changed.v1", "dead-letter.v1")
 
@@ -333,7 +336,7 @@ def dead_letter(error: BadEvent, payload: bytes | str | dict[str, Any], source: 
         text, encoding = payload.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         text, encoding = base64.b64encode(payload).decode("ascii"), "base64"
-    return {
+    letter = {
         "schema": "dead-letter.v1",
         "reason": error.code,
         "message": error.message,
@@ -345,3 +348,17 @@ def dead_letter(error: BadEvent, payload: bytes | str | dict[str, Any], source: 
         "source": source,
         "failed_at": format_time(datetime.now(timezone.utc).timestamp()),
     }
+    size = len(orjson.dumps(letter))
+    if size > MAX_DEAD_LETTER_BYTES:
+        # An oversized event (or one whose text grows when escaped as a JSON
+        # string) cannot travel whole: keep the longest prefix that fits and say so.
+        letter["payload_truncated"] = True
+        letter["payload_bytes"] = len(payload)
+        letter["message"] = error.message[:4096]
+        keep = len(payload)
+        while size > MAX_DEAD_LETTER_BYTES and keep > 0:
+            keep = max(0, min(keep - 1, int(keep * (MAX_DEAD_LETTER_BYTES - 1024) / size)))
+            part = payload[:keep]
+            letter["payload"] = part.decode("utf-8", "ignore") if encoding == "utf-8" else base64.b64encode(part).decode("ascii")
+            size = len(orjson.dumps(letter))
+    return letter

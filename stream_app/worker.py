@@ -20,12 +20,13 @@ from typing import Any
 
 import faust
 import orjson
-from aiohttp import ClientSession
+from aiohttp import ClientError, ClientSession, ClientTimeout
 from faust.types import TP
 from faust.web import Request, Response, View
 
 from . import metrics
 from .config import LeagueConfig
+from .events import MAX_EVENT_BYTES
 from .processor import Processor, league_partition
 from .state import CHECKPOINT_KEY, CHECKPOINTS, LEAGUES, PLAYERS, STATE_TABLES, Checkpoint, PartitionLedger, iter_committed, league_prefix, player_key
 
@@ -132,6 +133,9 @@ class RatingsWorker:
             broker_heartbeat_interval=s.heartbeat_interval,
             consumer_auto_offset_reset="earliest",
             producer_acks=-1,
+            # Faust's default (1,000,000) is below the largest valid event (MAX_EVENT_BYTES),
+            # which the worker may have to forward; dead letters stay under MAX_DEAD_LETTER_BYTES.
+            producer_max_request_size=MAX_EVENT_BYTES + 64 * 1024,
             stream_wait_empty=True,
             table_standby_replicas=0,
             autodiscover=False,
@@ -160,12 +164,29 @@ class RatingsWorker:
         app.on_partitions_revoked.connect(self._on_revoked)
         app.on_partitions_assigned.connect(self._on_assigned)
         app.timer(2.0)(self._refresh_gauges)
+        app.task(self._install_task_dump)
         self._routes(app)
         from faust.sensors.prometheus import setup_prometheus_sensors
 
         setup_prometheus_sensors(app, name_prefix="faust")
         metrics.set_state("starting")
         return app
+
+    async def _install_task_dump(self) -> None:
+        """SIGUSR1 logs every asyncio task's stack: for diagnosing a stuck worker."""
+        import signal as _signal
+
+        loop = asyncio.get_running_loop()
+
+        def dump() -> None:
+            import io
+
+            for task in asyncio.all_tasks(loop):
+                out = io.StringIO()
+                task.print_stack(file=out)
+                log.warning("task %s:\n%s", task.get_name(), out.getvalue())
+
+        loop.add_signal_handler(_signal.SIGUSR1, dump)
 
     async def _on_revoked(self, app: Any, revoked: set[TP], **_: Any) -> None:
         self.ledgers.clear()
@@ -452,11 +473,15 @@ class RatingsWorker:
         if url is None:
             return _error(view, 503, f"no worker owns partition {partition} of league {league!r} right now")
         if self._http is None:
-            self._http = ClientSession()
+            self._http = ClientSession(timeout=ClientTimeout(total=30))
         target = url.rstrip("/") + str(request.rel_url)
-        async with self._http.get(target, headers={"X-Ratings-Routed": "1"}) as reply:
-            body = await reply.read()
-            return view.bytes(body, content_type="application/json", status=reply.status)
+        try:
+            async with self._http.get(target, headers={"X-Ratings-Routed": "1"}) as reply:
+                body = await reply.read()
+                return view.bytes(body, content_type="application/json", status=reply.status)
+        except (ClientError, asyncio.TimeoutError) as exc:
+            # The owner is gone or moving (a rebalance is coming): the client retries.
+            return _error(view, 503, f"the worker owning league {league!r} ({url}) is not reachable: {type(exc).__name__}; retry")
 
     def leaderboard(self, view: View, request: Request, league: str) -> Response:
         try:
