@@ -188,7 +188,7 @@ def rounds_with_states(draw, max_players: int = 7):
         perfs = tuple(draw(st.lists(st.floats(mu - 600.0, mu + 600.0), min_size=k, max_size=k)))
         w_out = tuple(draw(st.lists(st.floats(1e-4, 0.00926), min_size=k, max_size=k)))
         states.append(
-            MmrState(
+            MmrState.with_factors(
                 rating=mu,
                 sigma=sigma,
                 matches=k,
@@ -267,7 +267,9 @@ def test_translation_invariance(system, data, shift):
     if len(set(ranks)) == 1:
         return
     moved = [
-        replace(s, rating=s.rating + shift, gauss_mu=s.gauss_mu + shift, perfs=tuple(p + shift for p in s.perfs))
+        MmrState.from_dict(
+            {**s.to_dict(), "rating": s.rating + shift, "gauss_mu": s.gauss_mu + shift, "perfs": [p + shift for p in s.perfs]}
+        )
         for s in states
     ]
     base = _rate(system, states, ranks)
@@ -420,11 +422,27 @@ def test_fast_state_builder_equals_the_constructor():
     from stream_app.engine.mmr import _make_state
 
     values = dict(
-        rating=1.0, sigma=2.0, matches=3, gauss_mu=4.0, gauss_sigma=5.0, perfs=(1.0,), perf_w_arg=(0.5,),
-        perf_w_out=(0.25,), perf_scale=0.5, last_time=None, sig_limit=80.0,
+        rating=1.0, sigma=2.0, matches=3, gauss_mu=4.0, gauss_sigma=5.0, history=b"", perf_scale=0.5,
+        last_time=None, sig_limit=80.0,
     )
+    values["history"] = MmrState.with_factors((1.0, 2.0), (0.5, 0.25), (0.25, 0.125), rating=0.0, sigma=1.0).history
     assert _make_state(**values) == MmrState(**values)
     assert [f for f in MmrState.__dataclass_fields__] == list(values)
+
+
+def test_state_round_trips_through_json_as_lists():
+    state = MmrState.with_factors(
+        (1500.5, -3.25e-7), (0.004628, 0.1), (0.00926, 1e-300), rating=1.0, sigma=2.0, matches=2, perf_scale=0.5,
+        last_time=12.5,
+    )
+    data = orjson.loads(orjson.dumps(state.to_dict()))
+    assert data["perfs"] == [1500.5, -3.25e-7] and data["perf_w_out"] == [0.00926, 1e-300]
+    back = MmrState.from_dict(data)
+    assert back == state and back.perfs == state.perfs and back.perf_w_arg == state.perf_w_arg
+    assert back.to_dict() == state.to_dict()
+    assert MmrState.from_dict({"rating": 1.0, "sigma": 2.0}).perfs == ()
+    with pytest.raises(ValueError):
+        MmrState.from_dict({"rating": 1.0, "sigma": 2.0, "perfs": [1.0], "perf_w_arg": [], "perf_w_out": []})
 
 
 def test_weights_are_stored_undecayed_with_one_scale():
@@ -457,3 +475,35 @@ def test_tiny_scale_is_folded_into_the_weights(monkeypatch):
         assert folded[p].perf_scale >= 0.5
         assert folded[p].rating == pytest.approx(plain[p].rating, abs=1e-9)
         assert folded[p].perf_weights == pytest.approx(plain[p].perf_weights, rel=1e-12)
+
+
+def test_built_states_are_frozen_mmr_states():
+    from dataclasses import FrozenInstanceError, fields
+
+    rounds = _random_rounds(seed=3, count=3, pool=20, low=5, high=12)
+    for s in _replay(make_system("elo-mmr", FAST), rounds).values():
+        assert type(s) is MmrState
+        assert s == MmrState(**{f.name: getattr(s, f.name) for f in fields(MmrState)})
+        with pytest.raises(FrozenInstanceError):
+            s.rating = 0.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_net_counts_agree_with_counts(seed):
+    from stream_app.engine.mmr import _Terms
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 400))
+    mu = rng.choice(rng.normal(1500.0, 300.0, max(1, n // int(rng.integers(1, 6)))), n)  # shared ratings: big terms
+    delta = rng.choice([250.0, 260.0, 400.0], n)
+    ranks = np.sort(rng.integers(1, max(2, n // int(rng.integers(1, 4))), n))  # ties
+    lo = np.searchsorted(np.sort(ranks), ranks, side="left").astype(np.int64)
+    terms = _Terms(mu, delta, lo, 2.0)
+    beg, end = terms.windows(mu, int(rng.integers(1, 30)))
+    width = int((end - beg).max())
+    cols = np.minimum(beg[:, None] + np.arange(width)[None, :], terms.m - 1)
+    less, equal, greater = terms.counts(lo, cols)
+    net, eq, count = terms.net_counts(lo, cols)
+    assert (net == greater - less).all()
+    assert (eq == equal).all()
+    assert (count == less + equal + greater).all()

@@ -52,8 +52,7 @@ from __future__ import annotations
 
 import gc
 import math
-from dataclasses import dataclass, fields, replace
-from itertools import chain
+from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any, ClassVar, Sequence
 
@@ -142,6 +141,18 @@ class EloMmrParams(EloMmxParams):
         require(self.max_history >= 1, "max_history", f"must be >= 1 (got {self.max_history})")
 
 
+# One logistic factor in MmrState.history: (p_k, w_arg_k, w_out_k) as float64.
+_FACTOR_BYTES = 24
+
+
+def _pack_factors(perfs: Sequence[float], w_arg: Sequence[float], w_out: Sequence[float]) -> bytes:
+    if not len(perfs) == len(w_arg) == len(w_out):
+        raise ValueError("perfs, perf_w_arg and perf_w_out must have the same length")
+    if not len(perfs):
+        return b""
+    return np.column_stack((np.asarray(perfs, float), np.asarray(w_arg, float), np.asarray(w_out, float))).tobytes()
+
+
 @dataclass(frozen=True, slots=True)
 class MmrState(PlayerState):
     rating: float  # mu: the maximum of the skill posterior
@@ -149,25 +160,69 @@ class MmrState(PlayerState):
     matches: int = 0
     gauss_mu: float = 0.0  # the Gaussian factor of the posterior (p_0, beta_0)
     gauss_sigma: float = 1.0
-    # Logistic factors, oldest first: centre p_k, tanh argument weight
-    # pi / (sqrt 12 beta_k) and output weight omega_k pi / (sqrt 3 beta_k).
+    # Logistic factors, oldest first, packed as float64 triples (centre p_k,
+    # tanh argument weight pi / (sqrt 12 beta_k), output weight
+    # omega_k pi / (sqrt 3 beta_k)) in one bytes object: a round gathers
+    # every participant's history with one join and np.frombuffer, and a
+    # state holds one object instead of three tuples of floats. `perfs`,
+    # `perf_w_arg` and `perf_w_out` give them as tuples; to_dict/from_dict
+    # store them as three lists (the stored form is unchanged).
     # The output weights are stored undecayed: the actual weight of factor k
     # is perf_w_out[k] * perf_scale, so that the diffusion, which decays
     # every weight by the same factor, changes one number instead of all.
-    perfs: tuple[float, ...] = ()
-    perf_w_arg: tuple[float, ...] = ()
-    perf_w_out: tuple[float, ...] = ()
+    history: bytes = field(default=b"", repr=False)
     perf_scale: float = 1.0
     last_time: float | None = None  # time of the last rated match, if known
     sig_limit: float = 80.0  # for display_rating
 
     @classmethod
+    def with_factors(
+        cls,
+        perfs: Sequence[float] = (),
+        perf_w_arg: Sequence[float] = (),
+        perf_w_out: Sequence[float] = (),
+        **values: Any,
+    ) -> "MmrState":
+        """A state from its factors given as three sequences."""
+        return cls(history=_pack_factors(perfs, perf_w_arg, perf_w_out), **values)
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "MmrState":
         data = dict(data)
-        for key in ("perfs", "perf_w_arg", "perf_w_out"):
-            if key in data:
-                data[key] = tuple(data[key])
-        return cls(**data)
+        if "history" in data:
+            raise TypeError("MmrState.from_dict: unexpected key 'history'")
+        return cls.with_factors(data.pop("perfs", ()), data.pop("perf_w_arg", ()), data.pop("perf_w_out", ()), **data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rating": self.rating,
+            "sigma": self.sigma,
+            "matches": self.matches,
+            "gauss_mu": self.gauss_mu,
+            "gauss_sigma": self.gauss_sigma,
+            "perfs": self.perfs,
+            "perf_w_arg": self.perf_w_arg,
+            "perf_w_out": self.perf_w_out,
+            "perf_scale": self.perf_scale,
+            "last_time": self.last_time,
+            "sig_limit": self.sig_limit,
+        }
+
+    def _column(self, k: int) -> tuple[float, ...]:
+        return tuple(memoryview(self.history).cast("d")[k::3].tolist())
+
+    @property
+    def perfs(self) -> tuple[float, ...]:
+        return self._column(0)
+
+    @property
+    def perf_w_arg(self) -> tuple[float, ...]:
+        return self._column(1)
+
+    @property
+    def perf_w_out(self) -> tuple[float, ...]:
+        """The stored (undecayed) output weights."""
+        return self._column(2)
 
     @property
     def perf_weights(self) -> tuple[float, ...]:
@@ -238,12 +293,64 @@ class _Terms:
 
     def counts(self, lo: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Members of term cols[i, k] placed ahead of, level with and behind player i."""
-        n1 = self.n + 1
-        q = cols * n1 + lo[:, None]
-        left = np.searchsorted(self.key_sorted, q, side="left")
-        right = np.searchsorted(self.key_sorted, q, side="right")
-        start = self.start[cols]
-        return left - start, right - left, start + self.count[cols] - right
+        # A term of one member (most of them): compare places. Others: count
+        # the term's members (sorted by place) on each side by binary search.
+        count = self.count[cols]
+        place = self.lo_sorted[self.start][cols]  # the term's best place
+        mine = lo[:, None]
+        less = (place < mine).view(np.int8).astype(np.int64)
+        equal = (place == mine).view(np.int8).astype(np.int64)
+        greater = count - less - equal
+        multi = np.flatnonzero(count > 1)
+        if len(multi):
+            c = cols.ravel()[multi]
+            q = c * (self.n + 1) + lo[multi // cols.shape[1]]
+            left = np.searchsorted(self.key_sorted, q, side="left")
+            right = np.searchsorted(self.key_sorted, q, side="right")
+            start = self.start[c]
+            less.ravel()[multi] = left - start
+            equal.ravel()[multi] = right - left
+            greater.ravel()[multi] = start + self.count[c] - right
+        return less, equal, greater
+
+    def net_counts(self, lo: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(behind - ahead, level, members) of term cols[i, k] relative to
+        player i: what Elo-MMR needs of `counts`, with fewer temporaries and
+        without binary searches for most cells: a term of one or two members
+        (most of them) compares places, a larger one placed wholly ahead of
+        or behind the player counts at once; only the rest search."""
+        count = self.count.astype(np.int32)[cols]
+        lo32 = lo.astype(np.int32)
+        first = self.lo_sorted[self.start].astype(np.int32)  # each term's best place
+        d = first[cols]
+        d -= lo32[:, None]
+        multi = np.flatnonzero(count > 1)
+        if len(multi):
+            dm = d.ravel()[multi]
+        equal = d == 0
+        net = np.sign(d, out=d)
+        if len(multi):
+            c = cols.ravel()[multi]
+            rows = multi // cols.shape[1]
+            cm = count.ravel()[multi]
+            last = self.lo_sorted[self.start + self.count - 1].astype(np.int32)  # each term's worst place
+            em = last[c] - lo32[rows]
+            two = cm == 2
+            net_m = np.where(two, np.sign(dm) + np.sign(em), np.where(dm > 0, cm, np.where(em < 0, -cm, 0)))
+            eq_m = np.where(two, (dm == 0).astype(np.int32) + (em == 0), 0)
+            search = np.flatnonzero(~two & (dm <= 0) & (em >= 0))
+            if len(search):
+                cs = c[search]
+                q = cs * (self.n + 1) + lo[rows[search]]
+                left = np.searchsorted(self.key_sorted, q, side="left")
+                right = np.searchsorted(self.key_sorted, q, side="right")
+                net_m[search] = 2 * self.start[cs] + self.count[cs] - right - left
+                eq_m[search] = right - left
+            net.ravel()[multi] = net_m
+            if eq_m.any():
+                equal = equal.astype(np.int32)
+                equal.ravel()[multi] = eq_m
+        return net, equal, count
 
 
 def _tanh_sums(x: np.ndarray, mu: np.ndarray, a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -322,7 +429,7 @@ class _EloMmrBase(RatingSystem[MmrState]):
     def _rate(self, match: Match, before: Sequence[MmrState]) -> list[RatingChange[MmrState]]:
         p = self.params
         n = len(before)
-        ranks = np.fromiter((x.rank for x in match.participants), np.int64, n)
+        ranks = np.fromiter(map(_RANK, match.participants), np.int64, n)
         if n < 2 or ranks.min() == ranks.max():
             # Outcome-free: the reference skips such a round; ratings stay as they
             # are, but the match still counts as played (events need matches >= 1).
@@ -333,9 +440,9 @@ class _EloMmrBase(RatingSystem[MmrState]):
             return changes
         lo = np.searchsorted(np.sort(ranks), ranks, side="left").astype(np.int64)  # 0-based place
 
-        mu = np.fromiter((s.rating for s in before), float, n)
-        sig = np.fromiter((s.sigma for s in before), float, n)
-        matches = np.fromiter((s.matches for s in before), np.int64, n)
+        mu = np.fromiter(map(_RATING, before), float, n)
+        sig = np.fromiter(map(_SIGMA, before), float, n)
+        matches = np.fromiter(map(_MATCHES, before), np.int64, n)
         days = np.zeros(n)
         if match.time is not None and p.drift_per_day > 0:
             last = np.fromiter((match.time if s.last_time is None else s.last_time for s in before), float, n)
@@ -394,12 +501,10 @@ class EloMmr(_EloMmrBase):
 
     def _diffuse(self, before, mu, sig, gamma2):
         n = len(before)
-        perfs = [s.perfs for s in before]
-        lens = np.fromiter(map(len, perfs), np.int64, n)
-        total = int(lens.sum())
-        hp = np.fromiter(chain.from_iterable(perfs), float, total)
-        ha = np.fromiter(chain.from_iterable([s.perf_w_arg for s in before]), float, total)
-        hw = np.fromiter(chain.from_iterable([s.perf_w_out for s in before]), float, total)  # undecayed
+        hists = list(map(_HISTORY, before))
+        lens = np.fromiter(map(len, hists), np.int64, n) // _FACTOR_BYTES
+        flat = np.frombuffer(b"".join(hists), dtype=np.float64)
+        hp, ha, hw = flat.reshape(-1, 3).T.copy()  # hw: undecayed
         owner = np.repeat(np.arange(n), lens)
         gmu = np.fromiter(map(_GAUSS_MU, before), float, n)
         gsig = np.fromiter(map(_GAUSS_SIGMA, before), float, n)
@@ -428,12 +533,23 @@ class EloMmr(_EloMmrBase):
         if full and terms.n * terms.m > DENSE_LIMIT:
             return self._performances_exact(terms, mu, lo, w, a, lo_b, hi_b, tol)
 
-        cols, valid, less, equal, greater, _, _ = self._window_matrix(terms, mu, lo)
-        wc = np.where(valid, w[cols], 0.0)
-        const = (wc * (greater - less)).sum(axis=1)
-        coef = wc * (terms.count[cols] + (0 if split else equal))
+        beg, end = terms.windows(mu, self.params.subsample_size)
+        width = int((end - beg).max())
+        cols = beg[:, None] + np.arange(width)[None, :]
+        invalid = cols >= end[:, None]
+        np.minimum(cols, terms.m - 1, out=cols)
+        net, equal, count = terms.net_counts(lo, cols)
+        wc = w[cols]
+        if invalid.any():
+            wc[invalid] = 0.0
+        const = (wc * net).sum(axis=1)
+        if not split:
+            count += equal
+        coef = np.multiply(wc, count, out=wc)
         arg = a[cols]
-        evaluate = _WindowSlope(const, coef, arg, terms.mu[cols] * arg)
+        carg = terms.mu[cols]
+        carg *= arg
+        evaluate = _WindowSlope(const, coef, arg, carg)
         return solve_decreasing(evaluate, _rank_guess(mu, lo), lo_b, hi_b, tol)
 
     def _performances_exact(self, terms, mu, lo, w, a, lo_b, hi_b, tol):
@@ -546,48 +662,39 @@ class EloMmr(_EloMmrBase):
         new_mu = solve_decreasing(evaluate, mu, lo_b, hi_b, REL_TOL * beta.min())
         new_sig = 1.0 / np.sqrt(sig**-2.0 + beta**-2.0)
 
-        # New states: the kept factors are a suffix of the old ones, so each
-        # history is a slice plus the new factor (stored undecayed: / scale).
+        # New histories, all in one buffer: the kept factors (a suffix of the
+        # old ones) then the new factor, its weight stored undecayed (/ scale).
+        # A scale this small (hundreds of rounds, or rho = infinity) is folded
+        # into the stored weights, so that new ones stay representable.
         small = scale < _MIN_SCALE
+        new_len = lens - drop + 1
+        new_end = np.cumsum(new_len)
+        new_start = new_end - new_len
+        out = np.empty((int(new_end[-1]), 3))
+        if len(k_p):
+            kept_w = hw_raw if not drop.any() else hw_raw[kept]
+            if small.any():
+                kept_w = np.where(small[k_owner], k_w, kept_w)
+            k_index = np.arange(len(hp)) if not drop.any() else np.flatnonzero(kept)
+            dest = k_index + (new_start - (np.cumsum(lens) - lens) - drop)[k_owner]
+            out[dest, 0] = k_p
+            out[dest, 1] = k_a
+            out[dest, 2] = kept_w
+        last = new_end - 1
+        out[last, 0] = perf
+        out[last, 1] = new_a
+        out[last, 2] = np.where(small, new_w, new_w / np.where(small, 1.0, scale))
+        buf = out.tobytes()
+        bounds = (new_start * _FACTOR_BYTES).tolist()
+        bounds.append(int(new_end[-1]) * _FACTOR_BYTES)
+
         mu_l, sig_l, gmu_l, gsig_l = new_mu.tolist(), new_sig.tolist(), gmu.tolist(), gsig.tolist()
-        perf_l, a_l, scale_l = perf.tolist(), new_a.tolist(), scale.tolist()
-        w_l = np.where(small, new_w, new_w / np.where(small, 1.0, scale)).tolist()
-        drop_l = drop.tolist()
-        t = match.time
-        sig_limit = p.sig_limit
-        make = _make_state
-        changes = []
-        for i, (x, s) in enumerate(zip(match.participants, before)):
-            d = drop_l[i]
-            if d:
-                perfs, w_arg, w_out = s.perfs[d:], s.perf_w_arg[d:], s.perf_w_out[d:]
-            else:
-                perfs, w_arg, w_out = s.perfs, s.perf_w_arg, s.perf_w_out
-            after = make(
-                mu_l[i],
-                sig_l[i],
-                s.matches + 1,
-                gmu_l[i],
-                gsig_l[i],
-                perfs + (perf_l[i],),
-                w_arg + (a_l[i],),
-                w_out + (w_l[i],),
-                scale_l[i],
-                s.last_time if t is None else t,
-                sig_limit,
-            )
-            extras = {"uncertainty": sig_l[i], "uncertainty_before": s.sigma, "display_rating": after.display_rating, "performance": perf_l[i]}
-            changes.append(RatingChange(x.player, s, after, extras))
-        if small.any():
-            # A scale this small (hundreds of rounds, or rho = infinity): fold
-            # it into the stored weights so that new ones stay representable.
-            starts = np.cumsum(lens) - lens
-            for i in np.flatnonzero(small).tolist():
-                after = changes[i].after
-                d = drop_l[i]
-                weights = tuple(hw[starts[i] + d : starts[i] + lens[i]].tolist()) + (after.perf_w_out[-1],)
-                changes[i].after = replace(after, perf_w_out=weights, perf_scale=1.0)
-        return changes
+        perf_l = perf.tolist()
+        scale_l = np.where(small, 1.0, scale).tolist()
+        shown_l = (new_mu - 3.0 * (new_sig - p.sig_limit)).tolist()
+        return _build_changes(
+            match.participants, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, shown_l, perf_l, buf, match.time, p.sig_limit
+        )
 
 
 def _rank_guess(mu: np.ndarray, lo: np.ndarray) -> np.ndarray:
@@ -604,28 +711,38 @@ def _rank_guess(mu: np.ndarray, lo: np.ndarray) -> np.ndarray:
 class _WindowSlope:
     """f_i(x) = const_i - sum_k coef_ik tanh(arg_ik x - carg_ik) and its
     derivative, row by row, over the players still being solved (copies of
-    their rows are taken once they are few)."""
+    their rows are taken once they are fewer than half; until then every
+    row is evaluated, which costs less than gathering the rows still needed).
+    One work buffer serves every call."""
 
     def __init__(self, const, coef, arg, carg):
         self.rows = np.arange(len(const))
         self.data = (const, coef, arg, carg, coef * arg)
+        self.buf = np.empty(coef.shape)
+        self.x = np.zeros(len(const))
 
     def __call__(self, idx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if len(idx) * 2 < len(self.rows):
             at = np.searchsorted(self.rows, idx)
             self.data = tuple(v[at] for v in self.data)
             self.rows = idx
+            self.x = self.x[at]
         const, coef, arg, carg, coef_arg = self.data
+        at = None
         if len(idx) != len(self.rows):
             at = np.searchsorted(self.rows, idx)
-            const, coef, arg, carg, coef_arg = const[at], coef[at], arg[at], carg[at], coef_arg[at]
-        th = x[:, None] * arg
+            self.x[at] = x
+            x = self.x
+        th = self.buf[: len(x)]
+        np.multiply(x[:, None], arg, out=th)
         th -= carg
         np.tanh(th, out=th)
         f = const - np.einsum("ij,ij->i", coef, th)
         np.multiply(th, th, out=th)
         np.subtract(1.0, th, out=th)  # 1 - tanh^2 term by term: never negative
         fp = -np.einsum("ij,ij->i", coef_arg, th)
+        if at is not None:
+            return f[at], fp[at]
         return f, fp
 
 
@@ -637,18 +754,18 @@ class _PosteriorSlope:
 
     def __init__(self, n, owner, p, a, w, wn, gmu, perf, new_a, new_w):
         self.n = n
-        self.full = (owner, p, a, w)
+        self.full = (owner, p, a, w, w * a)
         self.wn, self.gmu, self.perf, self.new_a, self.new_w = wn, gmu, perf, new_a, new_w
         self.rows = np.arange(n)  # players whose factors `terms` holds
-        self.terms = (owner, p, a, w)  # owner numbered within `rows`
+        self.terms = self.full  # owner numbered within `rows`
 
     def _restrict(self, idx: np.ndarray) -> None:
-        owner, p, a, w = self.full
+        owner, p, a, w, wa = self.full
         local = np.full(self.n, -1, dtype=np.int64)
         local[idx] = np.arange(len(idx))
         keep = local[owner] >= 0
         self.rows = idx
-        self.terms = (local[owner[keep]], p[keep], a[keep], w[keep])
+        self.terms = (local[owner[keep]], p[keep], a[keep], w[keep], wa[keep])
 
     def __call__(self, idx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if len(idx) * 2 < len(self.rows):
@@ -660,11 +777,17 @@ class _PosteriorSlope:
             xr = np.zeros(len(rows))
             at = np.searchsorted(rows, idx)
             xr[at] = x
-        owner, p, a, w = self.terms
+        owner, p, a, w, wa = self.terms
         m = len(rows)
-        th = np.tanh((xr[owner] - p) * a)
+        th = xr[owner]
+        th -= p
+        th *= a
+        np.tanh(th, out=th)
         val = segment_sum(w * th, owner, m)
-        der = segment_sum(w * a * (1.0 - th * th), owner, m)
+        np.multiply(th, th, out=th)
+        np.subtract(1.0, th, out=th)
+        th *= wa
+        der = segment_sum(th, owner, m)
         if len(rows) != len(idx):
             val, der = val[at], der[at]
         na = self.new_a[idx]
@@ -678,6 +801,11 @@ class _PosteriorSlope:
 _GAUSS_MU = attrgetter("gauss_mu")
 _GAUSS_SIGMA = attrgetter("gauss_sigma")
 _PERF_SCALE = attrgetter("perf_scale")
+_HISTORY = attrgetter("history")
+_RANK = attrgetter("rank")
+_RATING = attrgetter("rating")
+_SIGMA = attrgetter("sigma")
+_MATCHES = attrgetter("matches")
 # Below this the scale is folded into the stored weights (after ~700 rounds
 # with the defaults, where each round decays the weights by about 0.69).
 _MIN_SCALE = 1e-100
@@ -698,6 +826,52 @@ def _state_maker():
 
 
 _make_state = _state_maker()
+
+
+class _MmrStateDraft(PlayerState):
+    """MmrState's layout without the frozen __setattr__: a new state's fields
+    are stored with plain attribute assignments (the interpreter's fast path
+    for slots), then its class becomes MmrState (same slots, same base, so
+    Python allows the assignment). About half the cost of _make_state."""
+
+    __slots__ = MmrState.__slots__
+
+
+def _changes_builder():
+    """The per-participant loop of EloMmr._finish, each new state built as
+    an _MmrStateDraft turned MmrState."""
+    names = [f.name for f in fields(MmrState)]
+    values = {
+        "rating": "r", "sigma": "sg", "matches": "s.matches + 1", "gauss_mu": "g1", "gauss_sigma": "g2",
+        "history": "buf[b0:b1]", "perf_scale": "sc", "last_time": "s.last_time if t is None else t",
+        "sig_limit": "sig_limit",
+    }
+    assert sorted(names) == sorted(values) and list(MmrState.__slots__) == names
+    sets = "\n".join(f"        after.{name} = {values[name]}" for name in names)
+    source = f"""def build(parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, shown_l, perf_l, buf, t, sig_limit):
+    changes = []
+    append = changes.append
+    for x, s, r, sg, g1, g2, b0, b1, sc, shown, pf in zip(
+        parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, bounds[1:], scale_l, shown_l, perf_l
+    ):
+        after = _new(_Draft)
+{sets}
+        after.__class__ = MmrState
+        change = _new(RatingChange)
+        change.player = x.player
+        change.before = s
+        change.after = after
+        change.extras = {{"uncertainty": sg, "uncertainty_before": s.sigma, "display_rating": shown, "performance": pf}}
+        append(change)
+    return changes
+"""
+    assert [f.name for f in fields(RatingChange)] == ["player", "before", "after", "extras"]
+    scope = {"_new": object.__new__, "_Draft": _MmrStateDraft, "MmrState": MmrState, "RatingChange": RatingChange}
+    exec(source, scope)
+    return scope["build"]
+
+
+_build_changes = _changes_builder()
 
 
 class EloMmx(_EloMmrBase):
