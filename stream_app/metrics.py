@@ -19,6 +19,10 @@ DEAD_LETTERS = Counter(
 REDELIVERED = Counter(
     "ratings_redelivered_events_total", "Input events skipped because they were applied before a restart"
 )
+REWINDS = Counter(
+    "ratings_input_rewinds_total",
+    "Times the consumer was sent back to the checkpoint because input arrived past it (Faust committed ahead)",
+)
 FORWARDED = Counter(
     "ratings_forwarded_events_total", "Input events on the wrong partition for their league, re-keyed by league"
 )

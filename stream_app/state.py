@@ -123,6 +123,11 @@ class PartitionLedger:
     def already_applied(self, topic: str, offset: int) -> bool:
         return self.checkpoint.applied(topic, offset) or offset <= self.offsets.get(topic, -1)
 
+    def next_offset(self, topic: str) -> int | None:
+        """The next input offset this partition expects from `topic` (None: no record yet)."""
+        last = max(self.checkpoint.offsets.get(topic, -1), self.offsets.get(topic, -1))
+        return last + 1 if last >= 0 else None
+
     def note_offset(self, topic: str, offset: int) -> None:
         if offset > self.offsets.get(topic, -1):
             self.offsets[topic] = offset

@@ -84,6 +84,7 @@ class RatingsWorker:
         self.app = self._build_app()
         self.processor = Processor(self.config, settings.partitions, settings.match_topic, settings.forward_topic)
         self.ledgers: dict[int, PartitionLedger] = {}
+        self.rewinding: dict[tuple[str, int], int] = {}  # (topic, partition) -> offset sought back to
         self.started_at = time.time()
         self.first_applied_at: float | None = None
         self.applied_total = 0
@@ -91,6 +92,7 @@ class RatingsWorker:
         self.duplicates_total = 0
         self.forwarded_total = 0
         self._http: ClientSession | None = None
+        self.phase = "idle"  # what the agent is doing (shown by /health: diagnosing a stall)
 
     # -- local state and crash safety ------------------------------------------------
 
@@ -179,17 +181,22 @@ class RatingsWorker:
         loop = asyncio.get_running_loop()
 
         def dump() -> None:
-            import io
-
+            log.warning("batch phase: %s", self.phase)
             for task in asyncio.all_tasks(loop):
-                out = io.StringIO()
-                task.print_stack(file=out)
-                log.warning("task %s:\n%s", task.get_name(), out.getvalue())
+                frames = []
+                coro: Any = task.get_coro()
+                while coro is not None:
+                    frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None) or getattr(coro, "gi_frame", None)
+                    if frame is not None:
+                        frames.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+                    coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None) or getattr(coro, "gi_yieldfrom", None)
+                log.warning("task %s:\n%s", task.get_name(), "\n".join(frames))
 
         loop.add_signal_handler(_signal.SIGUSR1, dump)
 
     async def _on_revoked(self, app: Any, revoked: set[TP], **_: Any) -> None:
         self.ledgers.clear()
+        self.rewinding.clear()
         metrics.set_state("recovering")
         # Gauges of partitions and leagues this worker may no longer own: the
         # timer sets them again for what it owns after the rebalance.
@@ -198,6 +205,7 @@ class RatingsWorker:
 
     async def _on_assigned(self, app: Any, assigned: set[TP], **_: Any) -> None:
         self.ledgers.clear()
+        self.rewinding.clear()
         mine = {tp for tp in assigned if tp.topic == self.settings.match_topic}
         metrics.ASSIGNED_PARTITIONS.set(len(mine))
 
@@ -216,6 +224,7 @@ class RatingsWorker:
         return read
 
     async def _write(self, partition: int, writes: list[tuple[str, bytes, bytes]]) -> None:
+        self.phase = f"{self.phase} / writing {len(writes)} records to partition {partition}"
         """Send each record to its table's changelog and store it locally; wait for the acks."""
         from rocksdict import WriteBatch
 
@@ -230,6 +239,31 @@ class RatingsWorker:
         for table, batch in batches.items():
             self._db(table, partition).write(batch)
         await asyncio.gather(*futures)
+
+    async def _in_sequence(self, ledger: PartitionLedger, message: Any) -> bool:
+        """True if the record is the next one this partition's checkpoint expects (or older).
+
+        Faust's committed input offsets are not ours to trust: it can commit past
+        the last checkpoint (an interrupted batch's events acknowledged, offsets
+        it counts as gaps). Input that arrives past the checkpoint means records
+        were skipped: seek back to the checkpoint and drop what arrives ahead
+        until the expected record comes. Nothing is lost; nothing is applied twice
+        (records at or below the checkpoint are skipped by the processor)."""
+        key = (message.topic, message.partition)
+        expected = ledger.next_offset(message.topic)
+        if expected is None or message.offset <= expected:
+            if self.rewinding.get(key) == message.offset:
+                del self.rewinding[key]
+            return True
+        if self.rewinding.get(key) != expected:
+            self.rewinding[key] = expected
+            log.warning(
+                "input %s[%d] arrived at offset %d, past the checkpoint (next %d): seeking back",
+                message.topic, message.partition, message.offset, expected,
+            )
+            metrics.REWINDS.inc()
+            await self.app.consumer.seek(TP(message.topic, message.partition), expected)
+        return False
 
     async def _checkpoint_partition(self, partition: int, ledger: PartitionLedger) -> None:
         writes, checkpoint = ledger.checkpoint_writes()
@@ -256,8 +290,21 @@ class RatingsWorker:
     # -- processing -----------------------------------------------------------------
 
     async def _agent(self, stream: Any) -> None:
-        async for events in stream.take_events(self.settings.batch_max, within=self.settings.batch_window):
-            await self.process_batch(events)
+        try:
+            async for events in stream.take_events(self.settings.batch_max, within=self.settings.batch_window):
+                await self.process_batch(events)
+                self.phase = "waiting for a batch"
+        except BaseException:
+            # take_events acks a batch's events in its `finally`, also when the
+            # batch was interrupted (a stop cancels the agent mid-batch); Faust
+            # would then commit offsets past the last checkpoint and the next
+            # owner would skip those matches. Events of an unfinished batch must
+            # stay unacknowledged, so acks are switched off before that runs.
+            async def keep_unacked(event: Any) -> bool:
+                return False
+
+            stream.ack = keep_unacked
+            raise
 
     async def process_batch(self, events: list[Any]) -> None:
         started = time.perf_counter()
@@ -265,9 +312,15 @@ class RatingsWorker:
         pending = []
         touched: dict[int, PartitionLedger] = {}
         applied = []
+        self.phase = f"applying a batch of {len(events)}"
         for event in events:
             message = event.message
+            if message.partition not in self.ledgers:
+                self.phase = f"taking up partition {message.partition}"
             ledger = await self._ledger(message.partition)
+            self.phase = f"applying a batch of {len(events)}"
+            if not await self._in_sequence(ledger, message):
+                continue
             touched[message.partition] = ledger
             result = self.processor.process(
                 ledger, message.topic, message.partition, message.offset, message.key, message.value
@@ -293,9 +346,11 @@ class RatingsWorker:
                 applied.append((result.applied, message.timestamp))
         # Outputs first: once a checkpoint says a match is applied, its events are out.
         if pending:
+            self.phase = f"waiting for {len(pending)} output acks"
             await asyncio.gather(*pending)
         for partition, ledger in touched.items():
             if ledger.dirty:
+                self.phase = f"checkpointing partition {partition}"
                 await self._checkpoint_partition(partition, ledger)
         now = time.time()
         for item, timestamp in applied:
@@ -459,6 +514,7 @@ class RatingsWorker:
             "started_at": self.started_at,
             "first_applied_at": self.first_applied_at,
             "wiped_local_state": self.wiped,
+            "phase": self.phase,
         }
 
     async def serve(self, view: View, request: Request, league: str, local: Any) -> Response:

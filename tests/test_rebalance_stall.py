@@ -1,0 +1,113 @@
+"""Rebalances and a frozen broker while a stream is being applied: the final
+state is still exactly the replay."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+import time
+
+import orjson
+import pytest
+
+from conftest import unique_name
+from streamkit import WorkerProcess, wait_for
+from stream_app.broker import EmbeddedBroker
+from stream_app.config import LeagueConfig
+from stream_app.events import parse_match
+from stream_app.replay import Ledger
+from test_crash_restart import stream_events
+from test_stream_e2e import CONFIG, _ensure, _match_counts, assert_same_state, league_matches, publish
+
+
+class SteadyPublisher(threading.Thread):
+    """Publishes the events in chunks over about `seconds`, in order, in the background."""
+
+    def __init__(self, bootstrap: str, topic: str, records: list, seconds: float = 25.0, chunks: int = 50):
+        super().__init__(daemon=True)
+        self.args = (bootstrap, topic, records, seconds, chunks)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        bootstrap, topic, records, seconds, chunks = self.args
+        size = max(1, len(records) // chunks)
+        try:
+            for start in range(0, len(records), size):
+                asyncio.run(publish(bootstrap, topic, records[start:start + size]))
+                time.sleep(seconds / chunks)
+        except BaseException as exc:  # surfaced by the test
+            self.error = exc
+
+
+def prepare(broker, tmp_path, seed, steady: bool = False):
+    prefix = unique_name("rb")
+    topic_args = ["--match-topic", f"{prefix}.matches", "--changes-topic", f"{prefix}.changes", "--dlq-topic", f"{prefix}.dlq"]
+    config_path = tmp_path / "leagues.toml"
+    config_path.write_text(CONFIG)
+    events = stream_events(seed)
+    lines = [orjson.dumps(e) for e in events]
+    ledger = Ledger(LeagueConfig.from_toml(CONFIG))
+    for line in lines:
+        ledger.apply(parse_match(line))
+    asyncio.run(_ensure(broker, prefix))
+    records = [(e["league"].encode(), l) for e, l in zip(events, lines)]
+    if steady:
+        publisher = SteadyPublisher(broker.bootstrap, f"{prefix}.matches", records)
+        publisher.start()
+    else:
+        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", records))
+        publisher = None
+    return prefix, topic_args, config_path, ledger, publisher
+
+
+def applied(worker: WorkerProcess, counts: dict[str, int]) -> int:
+    return sum(max(0, league_matches(worker, league)) for league in counts)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_second_worker_joins_halfway_and_the_first_stops_later(broker, tmp_path, stop):
+    prefix, topic_args, config_path, ledger, publisher = prepare(broker, tmp_path, seed=21 + int(stop), steady=True)
+    counts = _match_counts(ledger)
+    total = sum(counts.values())
+    a = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "a", config_path, name="a")
+    b = None
+    try:
+        wait_for(lambda: (a.health() or {}).get("applied", 0) > 0, 120, "the first worker to apply matches", workers=[a])
+        b = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "b", config_path, name="b")
+        wait_for(lambda: (b.health() or {}).get("ready") and b.health()["assigned_partitions"], 120,
+                 "the second worker to take partitions", workers=[a, b])
+        progress_when_joined = applied(b, counts)
+        a.stop(stop)
+        publisher.join(120)
+        assert publisher.error is None, publisher.error
+        wait_for(lambda: applied(b, counts) == total, 240, "the stream to drain on the second worker", workers=[b])
+        assert_same_state(b, ledger)
+        # The rebalance really happened mid-stream (else this test proves nothing).
+        assert progress_when_joined < total
+    finally:
+        for w in (a, b):
+            if w is not None:
+                w.stop()
+
+
+def test_a_frozen_broker_for_15_seconds_mid_stream(tmp_path):
+    with EmbeddedBroker() as broker:
+        prefix, topic_args, config_path, ledger, publisher = prepare(broker, tmp_path, seed=31, steady=True)
+        counts = _match_counts(ledger)
+        total = sum(counts.values())
+        worker = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "w", config_path, name="w")
+        try:
+            wait_for(lambda: (worker.health() or {}).get("applied", 0) > 0, 120, "the worker to apply matches", workers=[worker])
+            before = applied(worker, counts)
+            broker.suspend()
+            time.sleep(15)
+            broker.resume()
+            publisher.join(120)
+            assert publisher.error is None, publisher.error
+            wait_for(lambda: applied(worker, counts) == total, 240, "the stream to drain after the stall", workers=[worker])
+            assert worker.alive(), "the worker must recover by itself"
+            assert_same_state(worker, ledger)
+            assert before < total, "the stall did not happen mid-stream"
+        finally:
+            worker.stop()
