@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench lock clean
+.PHONY: test test-reliability demo bench lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml constraints.txt
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# Workers killed, rebalanced and stalled mid-stream: these currently expose an
+# open bug (README, "Known problems"), so they are not part of `make test`.
+test-reliability: $(STAMP)
+	$(PY) -m pytest -q -m reliability
 
 demo: $(STAMP)
 	$(VENV)/bin/ratings demo

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import threading
 import signal
 import subprocess
 import sys
@@ -108,3 +110,36 @@ def totals(workers: list[WorkerProcess], key: str) -> int:
             return -1
         total += health[key]
     return total
+
+
+async def _publish(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value, key=key) for key, value in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+class SteadyPublisher(threading.Thread):
+    """Publishes the events in chunks over about `seconds`, in order, in the background."""
+
+    def __init__(self, bootstrap: str, topic: str, records: list, seconds: float = 25.0, chunks: int = 50):
+        super().__init__(daemon=True)
+        self.args = (bootstrap, topic, records, seconds, chunks)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        bootstrap, topic, records, seconds, chunks = self.args
+        size = max(1, len(records) // chunks)
+        try:
+            for start in range(0, len(records), size):
+                asyncio.run(_publish(bootstrap, topic, records[start:start + size]))
+                time.sleep(seconds / chunks)
+        except BaseException as exc:  # surfaced by the test
+            self.error = exc
+
+

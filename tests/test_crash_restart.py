@@ -13,12 +13,15 @@ import orjson
 import pytest
 
 from conftest import unique_name
-from streamkit import WorkerProcess, wait_for
+from streamkit import SteadyPublisher, WorkerProcess, wait_for
 from stream_app.config import LeagueConfig
 from stream_app.events import event_id, parse_match
 from stream_app.replay import Ledger
 from stream_app.sample import multi_player_league, two_player_league
 from test_stream_e2e import CONFIG, _ensure, _match_counts, assert_same_state, league_matches, publish, read_all
+
+
+pytestmark = pytest.mark.reliability
 
 
 def stream_events(seed: int) -> list[dict]:
@@ -53,7 +56,10 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
     total = sum(counts.values())
 
     asyncio.run(_ensure(broker, prefix))
-    asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", [(e["league"].encode(), l) for e, l in zip(events, lines)]))
+    # Published over about 30 s, so that the kills hit a worker in the middle of a stream.
+    publisher = SteadyPublisher(broker.bootstrap, f"{prefix}.matches",
+                                [(e["league"].encode(), l) for e, l in zip(events, lines)], seconds=30.0)
+    publisher.start()
     rng = random.Random(5 + fresh_dir)
     generation = 0
     worker = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "data-0", config_path, name="w0")
@@ -63,7 +69,7 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
         while kills < 3:
             # Let it get going, then kill it at a random moment while it applies.
             wait_for(lambda: (worker.health() or {}).get("applied", 0) > 0, 120, "the worker to apply matches", workers=[worker])
-            time.sleep(rng.uniform(0.2, 2.0))
+            time.sleep(rng.uniform(1.0, 4.0))
             applied = sum(max(0, league_matches(worker, l)) for l in counts)
             worker.kill()
             kills += 1
@@ -73,6 +79,8 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
             generation += 1 if fresh_dir else 0
             worker = WorkerProcess(broker.url, topic_args, prefix, tmp_path / f"data-{generation}", config_path,
                                    name=f"w{kills}")
+        publisher.join(120)
+        assert publisher.error is None, publisher.error
         if not worker.alive():
             worker = WorkerProcess(broker.url, topic_args, prefix, tmp_path / f"data-{generation + 1}", config_path, name="final")
         wait_for(lambda: all(league_matches(worker, l) == n for l, n in counts.items()), 240, "the stream to drain",

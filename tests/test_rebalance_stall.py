@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import threading
 import time
 
 import orjson
 import pytest
 
 from conftest import unique_name
-from streamkit import WorkerProcess, wait_for
+from streamkit import SteadyPublisher, WorkerProcess, wait_for
 from stream_app.broker import EmbeddedBroker
 from stream_app.config import LeagueConfig
 from stream_app.events import parse_match
@@ -21,23 +20,7 @@ from test_crash_restart import stream_events
 from test_stream_e2e import CONFIG, _ensure, _match_counts, assert_same_state, league_matches, publish
 
 
-class SteadyPublisher(threading.Thread):
-    """Publishes the events in chunks over about `seconds`, in order, in the background."""
-
-    def __init__(self, bootstrap: str, topic: str, records: list, seconds: float = 25.0, chunks: int = 50):
-        super().__init__(daemon=True)
-        self.args = (bootstrap, topic, records, seconds, chunks)
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        bootstrap, topic, records, seconds, chunks = self.args
-        size = max(1, len(records) // chunks)
-        try:
-            for start in range(0, len(records), size):
-                asyncio.run(publish(bootstrap, topic, records[start:start + size]))
-                time.sleep(seconds / chunks)
-        except BaseException as exc:  # surfaced by the test
-            self.error = exc
+pytestmark = pytest.mark.reliability
 
 
 def prepare(broker, tmp_path, seed, steady: bool = False):
