@@ -112,10 +112,11 @@ def totals(workers: list[WorkerProcess], key: str) -> int:
     return total
 
 
-async def _publish(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+async def publish(bootstrap: str, topic: str, records: list, **producer_options) -> None:
+    """Publish (key, value) records in order, bypassing the client's validation."""
     from aiokafka import AIOKafkaProducer
 
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **producer_options)
     await producer.start()
     try:
         futures = [await producer.send(topic, value, key=key) for key, value in records]
@@ -137,7 +138,7 @@ class SteadyPublisher(threading.Thread):
         size = max(1, len(records) // chunks)
         try:
             for start in range(0, len(records), size):
-                asyncio.run(_publish(bootstrap, topic, records[start:start + size]))
+                asyncio.run(publish(bootstrap, topic, records[start:start + size]))
                 time.sleep(seconds / chunks)
         except BaseException as exc:  # surfaced by the test
             self.error = exc

@@ -28,7 +28,7 @@ from stream_app.replay import Ledger
 from stream_app.sample import multi_player_league, two_player_league
 
 from conftest import unique_name
-from streamkit import WorkerProcess, wait_for
+from streamkit import publish, WorkerProcess, wait_for
 from test_stream_e2e import CONFIG, _ensure, assert_same_state, league_matches, read_all
 
 
@@ -283,14 +283,8 @@ def test_hostile_events_are_dead_lettered_and_the_valid_ones_around_them_applied
 
 
 async def _publish(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
-    """Publish in order, bypassing the client's validation; big enough for the oversized event."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=4 * MAX_EVENT_BYTES)
-    await producer.start()
-    try:
-        futures = [await producer.send(topic, value, key=key) for key, value in records]
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
+    """Big enough for the oversized event."""
+    await publish(bootstrap, topic, records, max_request_size=4 * MAX_EVENT_BYTES)
 
 
 def test_the_client_refuses_bad_events_before_sending(broker):

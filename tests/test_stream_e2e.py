@@ -20,7 +20,7 @@ from stream_app.replay import Ledger
 from stream_app.sample import multi_player_league, two_player_league
 
 from conftest import unique_name
-from streamkit import WorkerProcess, wait_for
+from streamkit import WorkerProcess, publish, wait_for
 
 CONFIG = """
 [default]
@@ -67,16 +67,6 @@ def replay_state(lines: list[bytes], config: LeagueConfig) -> tuple[Ledger, int]
             continue
         ledger.changes_published += len(changes or [])
     return ledger, bad
-
-
-async def publish(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
-    try:
-        futures = [await producer.send(topic, value, key=key) for key, value in records]
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
 
 
 async def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0,
