@@ -9,7 +9,6 @@ not applied again), which is why stream and replay agree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import logging
 
@@ -160,11 +159,3 @@ def _text(key: bytes | None) -> str | None:
     except UnicodeDecodeError:
         return key.hex()
 
-
-def committed_player_states(values: dict[bytes, Any]) -> dict[str, Any]:
-    """{key: value} of the players table -> {player: value} (for tests and the API)."""
-    out = {}
-    for key, value in values.items():
-        _, player = key.decode().split("\x1f", 1)
-        out[player] = value
-    return out

@@ -28,7 +28,7 @@ from . import metrics
 from .config import LeagueConfig
 from .events import MAX_EVENT_BYTES
 from .processor import Processor, league_partition
-from .state import CHECKPOINT_KEY, CHECKPOINTS, LEAGUES, PLAYERS, STATE_TABLES, Checkpoint, PartitionLedger, iter_committed, league_prefix, player_key
+from .state import CHECKPOINT_KEY, CHECKPOINTS, LEAGUES, PLAYERS, STATE_TABLES, Checkpoint, PartitionLedger, iter_committed, league_prefix, player_key, resolve
 
 log = logging.getLogger("stream_app.worker")
 
@@ -224,7 +224,6 @@ class RatingsWorker:
         return read
 
     async def _write(self, partition: int, writes: list[tuple[str, bytes, bytes]]) -> None:
-        self.phase = f"{self.phase} / writing {len(writes)} records to partition {partition}"
         """Send each record to its table's changelog and store it locally; wait for the acks."""
         from rocksdict import WriteBatch
 
@@ -435,17 +434,16 @@ class RatingsWorker:
             return ledger.checkpoint
         return Checkpoint.decode(self._db(CHECKPOINTS, partition).get(CHECKPOINT_KEY))
 
-    def league_record(self, league: str) -> dict[str, Any] | None:
+    def _committed(self, table: str, league: str, key: bytes) -> dict[str, Any] | None:
+        """The committed value of a key in the partition that owns the league."""
         partition = league_partition(league, self.settings.partitions)
-        from .state import resolve
+        return resolve(self._db(table, partition).get(key), self._checkpoint(partition))
 
-        return resolve(self._db(LEAGUES, partition).get(league.encode()), self._checkpoint(partition))
+    def league_record(self, league: str) -> dict[str, Any] | None:
+        return self._committed(LEAGUES, league, league.encode())
 
     def player_record(self, league: str, player: str) -> dict[str, Any] | None:
-        partition = league_partition(league, self.settings.partitions)
-        from .state import resolve
-
-        return resolve(self._db(PLAYERS, partition).get(player_key(league, player)), self._checkpoint(partition))
+        return self._committed(PLAYERS, league, player_key(league, player))
 
     def league_players(self, league: str) -> list[tuple[str, dict[str, Any]]]:
         partition = league_partition(league, self.settings.partitions)
