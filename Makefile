@@ -15,8 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-# Workers killed, rebalanced and stalled mid-stream: these currently expose an
-# open bug (README, "Known problems"), so they are not part of `make test`.
+# Only the tests that kill, rebalance and stall workers mid-stream (also part of `make test`).
 test-reliability: $(STAMP)
 	$(PY) -m pytest -q -m reliability
 

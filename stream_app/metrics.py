@@ -19,9 +19,9 @@ DEAD_LETTERS = Counter(
 REDELIVERED = Counter(
     "ratings_redelivered_events_total", "Input events skipped because they were applied before a restart"
 )
-REWINDS = Counter(
-    "ratings_input_rewinds_total",
-    "Times the consumer was sent back to the checkpoint because input arrived past it (Faust committed ahead)",
+INPUT_GAPS = Counter(
+    "ratings_input_gaps_total",
+    "Times input arrived past the checkpoint (records skipped by Faust) and the skipped records were read directly",
 )
 FORWARDED = Counter(
     "ratings_forwarded_events_total", "Input events on the wrong partition for their league, re-keyed by league"

@@ -37,6 +37,7 @@ MAX_LEADERBOARD_LIMIT = 100_000
 CLEAN_MARKER = "CLEAN_SHUTDOWN"
 # Written alone after each checkpoint's records: see `_checkpoint`.
 FENCE_KEY = b"\x00fence"
+_FAUST_SENSORS = False
 
 
 @dataclass
@@ -74,17 +75,55 @@ ROCKSDB_OPTIONS = {
 }
 
 
+@dataclass
+class InputRecord:
+    """An input record read outside Faust (see `_records_to_apply`)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: float | None  # seconds, as Faust's messages have it
+
+
+async def read_range(options: dict[str, Any], topic: str, partition: int, start: int, end: int,
+                     timeout: float = 60.0) -> list[InputRecord]:
+    """Records [start, end) of one partition, read by a consumer outside any group."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, **options)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        records: list[InputRecord] = []
+        deadline = time.monotonic() + timeout
+        while await consumer.position(tp) < end:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}[{partition}] offsets {start} to {end - 1}: not all arrived in {timeout:.0f} s")
+            batch = await consumer.getmany(tp, timeout_ms=500)
+            records += [
+                InputRecord(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp / 1000 if r.timestamp else None)
+                for r in batch.get(tp, ()) if r.offset < end
+            ]
+        return records
+    finally:
+        await consumer.stop()
+
+
 class RatingsWorker:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.config = LeagueConfig.load(settings.config_path)
         self.data_dir = Path(settings.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._prepare_local_state()
         self.app = self._build_app()
+        self._prepare_local_state(Path(self.app.conf.tabledir))
         self.processor = Processor(self.config, settings.partitions, settings.match_topic, settings.forward_topic)
         self.ledgers: dict[int, PartitionLedger] = {}
-        self.rewinding: dict[tuple[str, int], int] = {}  # (topic, partition) -> offset sought back to
+        self.positions_ready = False  # tables recovered: checkpoints say where input resumes
         self.started_at = time.time()
         self.first_applied_at: float | None = None
         self.applied_total = 0
@@ -96,12 +135,12 @@ class RatingsWorker:
 
     # -- local state and crash safety ------------------------------------------------
 
-    def _prepare_local_state(self) -> None:
+    def _prepare_local_state(self, tables: Path) -> None:
         """After an unclean stop, local RocksDB may hold writes the changelog
         never got (Faust writes RocksDB at once and the changelog later), so it
-        is not a prefix of the changelog: wipe it and restore from the changelogs."""
+        is not a prefix of the changelog: wipe it (Faust's table directory) and
+        restore from the changelogs."""
         marker = self.data_dir / CLEAN_MARKER
-        tables = self.data_dir / f"{self.settings.app_id}-data"
         if tables.exists() and not marker.exists():
             log.warning("previous stop was not clean: wiping %s, state comes back from the changelogs", tables)
             shutil.rmtree(tables)
@@ -165,12 +204,16 @@ class RatingsWorker:
         app.agent(channel, name="apply")(self._agent)
         app.on_partitions_revoked.connect(self._on_revoked)
         app.on_partitions_assigned.connect(self._on_assigned)
+        app.on_rebalance_complete.connect(self._on_recovered)
         app.timer(2.0)(self._refresh_gauges)
         app.task(self._install_task_dump)
         self._routes(app)
-        from faust.sensors.prometheus import setup_prometheus_sensors
+        global _FAUST_SENSORS
+        if not _FAUST_SENSORS:  # they register process-wide metrics: once per process (tests build several apps)
+            from faust.sensors.prometheus import setup_prometheus_sensors
 
-        setup_prometheus_sensors(app, name_prefix="faust")
+            setup_prometheus_sensors(app, name_prefix="faust")
+            _FAUST_SENSORS = True
         metrics.set_state("starting")
         return app
 
@@ -196,7 +239,7 @@ class RatingsWorker:
 
     async def _on_revoked(self, app: Any, revoked: set[TP], **_: Any) -> None:
         self.ledgers.clear()
-        self.rewinding.clear()
+        self.positions_ready = False
         metrics.set_state("recovering")
         # Gauges of partitions and leagues this worker may no longer own: the
         # timer sets them again for what it owns after the rebalance.
@@ -205,9 +248,51 @@ class RatingsWorker:
 
     async def _on_assigned(self, app: Any, assigned: set[TP], **_: Any) -> None:
         self.ledgers.clear()
-        self.rewinding.clear()
+        self.positions_ready = False
+        self._resume_input_at_checkpoints()
         mine = {tp for tp in assigned if tp.topic == self.settings.match_topic}
         metrics.ASSIGNED_PARTITIONS.set(len(mine))
+
+    async def _on_recovered(self, app: Any, **_: Any) -> None:
+        # Sent once the tables are restored, before Faust positions the input.
+        self.positions_ready = True
+
+    def _resume_input_at_checkpoints(self) -> None:
+        """Make Faust position input partitions where their checkpoints say, not
+        at the group's committed offsets.
+
+        Faust may commit input offsets past the last checkpoint (it counts
+        offsets it skipped as acknowledged, and takes the first run of
+        acknowledged offsets even when it does not start at the committed
+        one), so a new owner starting at the committed offset could skip
+        matches. The checkpoint, restored with the tables, is the truth: every
+        time Faust seeks to "committed" offsets (after recovery, or when its
+        flow is paused) the input partitions go to the record after their
+        checkpoint instead."""
+        consumer = self.app.consumer
+        if getattr(consumer, "_ratings_positions", False):
+            return
+        seek_to_committed = consumer.seek_to_committed
+        inputs = (self.settings.match_topic, self.settings.forward_topic)
+
+        async def seek_to_checkpoints() -> dict[TP, int]:
+            positions = dict(await seek_to_committed())
+            if not self.positions_ready:
+                return positions
+            actives = self.app.assignor.assigned_actives()
+            for tp, committed in list(positions.items()):
+                if tp.topic not in inputs or tp not in actives:
+                    continue
+                done = self._checkpoint(tp.partition).offsets.get(tp.topic)
+                if done is not None and done + 1 != committed:
+                    log.info("input %s[%d]: resuming at %d after the checkpoint (group committed %s)",
+                             tp.topic, tp.partition, done + 1, committed)
+                    await self._seek_input(tp, done + 1)
+                    positions[tp] = done + 1
+            return positions
+
+        consumer.seek_to_committed = seek_to_checkpoints
+        consumer._ratings_positions = True
 
     # -- storage access -------------------------------------------------------------
 
@@ -239,30 +324,44 @@ class RatingsWorker:
             self._db(table, partition).write(batch)
         await asyncio.gather(*futures)
 
-    async def _in_sequence(self, ledger: PartitionLedger, message: Any) -> bool:
-        """True if the record is the next one this partition's checkpoint expects (or older).
+    async def _seek_input(self, tp: TP, offset: int) -> None:
+        """Seek an input partition, in the thread that owns the Kafka consumer.
 
-        Faust's committed input offsets are not ours to trust: it can commit past
-        the last checkpoint (an interrupted batch's events acknowledged, offsets
-        it counts as gaps). Input that arrives past the checkpoint means records
-        were skipped: seek back to the checkpoint and drop what arrives ahead
-        until the expected record comes. Nothing is lost; nothing is applied twice
-        (records at or below the checkpoint are skipped by the processor)."""
-        key = (message.topic, message.partition)
+        (Faust's own `Consumer.seek` calls aiokafka's from the event loop's
+        thread, while the consumer lives in a thread of its own.)"""
+        thread = self.app.consumer._thread
+
+        async def seek() -> None:
+            thread._ensure_consumer().seek(tp, offset)
+
+        await thread.call_thread(seek)
+
+    async def _records_to_apply(self, ledger: PartitionLedger, message: Any) -> list[Any]:
+        """The record, preceded by any records of its partition that Faust skipped.
+
+        Faust can deliver input past the checkpoint: its fetch loop drops
+        records fetched around a rebalance and counts offsets it jumps over as
+        acknowledged, so its positions are not ours to trust. (Seeking its
+        consumer back was tried: the fetcher then stalled on every partition.)
+        Records missing between the checkpoint and this one are read directly
+        from the broker, in order, and applied first. Nothing is lost; what
+        Faust delivers again later is at or below the checkpoint and skipped."""
         expected = ledger.next_offset(message.topic)
         if expected is None or message.offset <= expected:
-            if self.rewinding.get(key) == message.offset:
-                del self.rewinding[key]
-            return True
-        if self.rewinding.get(key) != expected:
-            self.rewinding[key] = expected
-            log.warning(
-                "input %s[%d] arrived at offset %d, past the checkpoint (next %d): seeking back",
-                message.topic, message.partition, message.offset, expected,
-            )
-            metrics.REWINDS.inc()
-            await self.app.consumer.seek(TP(message.topic, message.partition), expected)
-        return False
+            return [message]
+        log.warning("input %s[%d] arrived at offset %d, past the checkpoint (next %d): reading %d skipped records",
+                    message.topic, message.partition, message.offset, expected, message.offset - expected)
+        metrics.INPUT_GAPS.inc()
+        skipped = await read_range(self._kafka_options(), message.topic, message.partition, expected, message.offset)
+        return [*skipped, message]
+
+    def _kafka_options(self) -> dict[str, Any]:
+        from .client import bootstrap_servers
+
+        options: dict[str, Any] = {"bootstrap_servers": bootstrap_servers(self.settings.broker)}
+        if self.settings.security is not None:
+            options.update(self.settings.security.aiokafka_kwargs())
+        return options
 
     async def _checkpoint_partition(self, partition: int, ledger: PartitionLedger) -> None:
         writes, checkpoint = ledger.checkpoint_writes()
@@ -307,10 +406,9 @@ class RatingsWorker:
 
     async def process_batch(self, events: list[Any]) -> None:
         started = time.perf_counter()
-        producer = self.app.producer
-        pending = []
+        pending: list = []
         touched: dict[int, PartitionLedger] = {}
-        applied = []
+        applied: list = []
         self.phase = f"applying a batch of {len(events)}"
         for event in events:
             message = event.message
@@ -318,31 +416,9 @@ class RatingsWorker:
                 self.phase = f"taking up partition {message.partition}"
             ledger = await self._ledger(message.partition)
             self.phase = f"applying a batch of {len(events)}"
-            if not await self._in_sequence(ledger, message):
-                continue
             touched[message.partition] = ledger
-            result = self.processor.process(
-                ledger, message.topic, message.partition, message.offset, message.key, message.value
-            )
-            if result.redelivered:
-                metrics.REDELIVERED.inc()
-                continue
-            for out in result.outputs:
-                topic = {"change": self.changes, "dead_letter": self.dlq, "forward": self.forward}[out.kind]
-                pending.append(await producer.send(topic.get_topic_name(), out.key, out.value, None, None, None))
-            if result.forwarded:
-                metrics.FORWARDED.inc()
-                self.forwarded_total += 1
-            if result.dead_letter is not None:
-                self.dead_letters_total += 1
-                league = result.dead_letter.league or ""
-                algorithm = self.config.rule_for(league).algorithm if league else ""
-                metrics.DEAD_LETTERS.labels(result.dead_letter.code, league, algorithm).inc()
-                if result.duplicate is not None:
-                    metrics.DUPLICATES.labels(*result.duplicate).inc()
-                    self.duplicates_total += 1
-            if result.applied is not None:
-                applied.append((result.applied, message.timestamp))
+            for record in await self._records_to_apply(ledger, message):
+                await self._apply_record(ledger, record, pending, applied)
         # Outputs first: once a checkpoint says a match is applied, its events are out.
         if pending:
             self.phase = f"waiting for {len(pending)} output acks"
@@ -355,6 +431,29 @@ class RatingsWorker:
         for item, timestamp in applied:
             self._observe(item, timestamp, now)
         metrics.BATCH_SECONDS.observe(time.perf_counter() - started)
+
+    async def _apply_record(self, ledger: PartitionLedger, record: Any, pending: list, applied: list) -> None:
+        result = self.processor.process(ledger, record.topic, record.partition, record.offset, record.key, record.value)
+        if result.redelivered:
+            metrics.REDELIVERED.inc()
+            return
+        producer = self.app.producer
+        for out in result.outputs:
+            topic = {"change": self.changes, "dead_letter": self.dlq, "forward": self.forward}[out.kind]
+            pending.append(await producer.send(topic.get_topic_name(), out.key, out.value, None, None, None))
+        if result.forwarded:
+            metrics.FORWARDED.inc()
+            self.forwarded_total += 1
+        if result.dead_letter is not None:
+            self.dead_letters_total += 1
+            league = result.dead_letter.league or ""
+            algorithm = self.config.rule_for(league).algorithm if league else ""
+            metrics.DEAD_LETTERS.labels(result.dead_letter.code, league, algorithm).inc()
+            if result.duplicate is not None:
+                metrics.DUPLICATES.labels(*result.duplicate).inc()
+                self.duplicates_total += 1
+        if result.applied is not None:
+            applied.append((result.applied, record.timestamp))
 
     def _observe(self, item: Any, timestamp: float | None, now: float) -> None:
         if self.first_applied_at is None:
@@ -621,6 +720,6 @@ def run_worker(settings: Settings, loglevel: str = "info") -> int:
         code = exc.code if isinstance(exc.code, int) else 0
     else:
         code = 0
-    # Reached only on an orderly stop: tables flushed, producer drained.
-    worker.mark_clean()
+    if code == 0:  # an orderly stop: tables flushed, producer drained (a crash exits non-zero)
+        worker.mark_clean()
     return code

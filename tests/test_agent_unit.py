@@ -2,6 +2,7 @@
 the producer are replaced by in-memory recorders; RocksDB is real."""
 
 import asyncio
+from pathlib import Path
 
 import orjson
 import pytest
@@ -83,3 +84,63 @@ async def test_agent_applies_a_batch_publishes_changes_and_checkpoints(worker):
     assert tables[-1] == "checkpoints"
     last = orjson.loads(worker.changelog[-1][3])
     assert max(last["offsets"].values()) == 4
+
+
+async def test_input_skipped_by_the_consumer_is_read_directly_and_applied_in_order(worker, monkeypatch):
+    """Faust can deliver a record past the checkpoint (it skipped some around a
+    rebalance): the worker reads the skipped ones from the broker and applies
+    them first, so the state is still exactly the replay of every event."""
+    import types
+
+    import stream_app.worker as worker_module
+    from stream_app import metrics
+
+    topic = worker.settings.match_topic
+    lines = [
+        orjson.dumps({"league": "chess", "match_id": str(i), "participants": [
+            {"player": "ab"[i % 2], "rank": 1}, {"player": "cd"[i % 2], "rank": 2}]})
+        for i in range(6)
+    ]
+    log = [worker_module.InputRecord(topic, 0, offset, b"chess", line, 1.0) for offset, line in enumerate(lines)]
+    reads = []
+
+    async def read_range(options, topic_, partition, start, end, timeout=60.0):
+        reads.append((topic_, partition, start, end))
+        return log[start:end]
+
+    monkeypatch.setattr(worker_module, "read_range", read_range)
+
+    def delivered(offset):
+        record = log[offset]
+        return types.SimpleNamespace(message=types.SimpleNamespace(**vars(record)))
+
+    gaps_before = metrics.INPUT_GAPS._value.get()
+    await worker.process_batch([delivered(0), delivered(1)])
+    await worker.process_batch([delivered(5)])  # 2, 3 and 4 never came through the consumer
+    await worker.process_batch([delivered(3)])  # a late redelivery: already applied
+    assert reads == [(topic, 0, 2, 5)]
+    assert metrics.INPUT_GAPS._value.get() == gaps_before + 1
+    ledger = Ledger(LeagueConfig.from_toml(CONFIG))
+    for line in lines:
+        ledger.apply(parse_match(line))
+    for player, state in ledger.leagues["chess"].items():
+        assert worker.player_record("chess", player) == state.to_dict()
+    assert worker.league_record("chess")["matches"] == 6
+    assert worker.applied_total == 6
+
+
+def test_local_tables_are_kept_after_a_clean_stop_and_wiped_after_a_crash(tmp_path):
+    """Faust keeps its RocksDB tables under the data directory's v1/tables; they
+    are trusted only when the previous run left the clean-stop marker."""
+    import stream_app.worker as worker_module
+
+    settings = Settings(data_dir=tmp_path / "data", partitions=1)
+    tables = Path(RatingsWorker(settings).app.conf.tabledir)
+    assert tables.is_relative_to(tmp_path / "data")
+    (tables / "players-0.db").mkdir(parents=True)
+    (tmp_path / "data" / worker_module.CLEAN_MARKER).write_text("1\n")
+    kept = RatingsWorker(settings)
+    assert kept.wiped is False and tables.exists()
+    assert not (tmp_path / "data" / worker_module.CLEAN_MARKER).exists()  # consumed: the next stop must earn it again
+    crashed = RatingsWorker(settings)  # no marker: the run before did not stop cleanly
+    assert crashed.wiped is True and not tables.exists()

@@ -455,3 +455,33 @@ def test_kafka_security_from_env_and_password_never_shown():
 def test_kafka_security_errors_name_the_variable(env, message):
     with pytest.raises(SecurityConfigError, match=message):
         KafkaSecurity.from_env(env)
+
+
+def test_read_range_reads_exactly_the_records_asked_for_across_record_batches(broker):
+    """The worker's reader of records Faust skipped (stream_app.worker.read_range)."""
+    from conftest import unique_name
+    from stream_app.worker import read_range
+
+    topic = unique_name("gap")
+
+    async def scenario():
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+        await producer.start()
+        try:
+            for chunk in range(3):  # three produce calls: three record batches
+                futures = [await producer.send(topic, f"v{chunk * 10 + i}".encode(), key=b"k", partition=1)
+                           for i in range(10)]
+                await asyncio.gather(*futures)
+        finally:
+            await producer.stop()
+        options = {"bootstrap_servers": broker.bootstrap}
+        records = await read_range(options, topic, 1, 5, 23)
+        with pytest.raises(TimeoutError, match=rf"{topic}\[1\] offsets 25 to 39"):
+            await read_range(options, topic, 1, 25, 40, timeout=2.0)
+        return records
+
+    records = asyncio.run(scenario())
+    assert [r.offset for r in records] == list(range(5, 23))
+    assert [r.value for r in records] == [f"v{i}".encode() for i in range(5, 23)]
+    assert all(r.topic == topic and r.partition == 1 and r.key == b"k" for r in records)
+    assert all(abs(r.timestamp - time.time()) < 120 for r in records)  # seconds, not milliseconds

@@ -28,7 +28,7 @@ def prepare(broker, tmp_path, seed, steady: bool = False):
     topic_args = ["--match-topic", f"{prefix}.matches", "--changes-topic", f"{prefix}.changes", "--dlq-topic", f"{prefix}.dlq"]
     config_path = tmp_path / "leagues.toml"
     config_path.write_text(CONFIG)
-    events = stream_events(seed)
+    events = stream_events(seed, matches=10_000)
     lines = [orjson.dumps(e) for e in events]
     ledger = Ledger(LeagueConfig.from_toml(CONFIG))
     for line in lines:
