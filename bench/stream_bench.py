@@ -1,0 +1,637 @@
+"""The stream service measured end to end (issue #6), against embedded brokers
+this benchmark starts and stops itself, next to a baseline from the same run:
+
+1. ceiling: a plain aiokafka loop over the pre-published input (orjson, Elo on a
+   dict, one output event per participant, offsets committed after each batch);
+2. service: the same N two-player `elo` matches (50 leagues, 8 partitions)
+   through one `ratings worker`, from its first applied match to the last of
+   the 2N rating-changed events read back; the ratio to (1);
+3. latency at a steady rate (2,000 matches/s for 30 s, fresh topics, worker
+   running and caught up): publish time to each rating-changed event's arrival;
+4. `elo-mmr` rounds of 1,000 and 5,000 participants: publish to the round's
+   last rating-changed event;
+5. the Codeforces file (280,701 players) ingested by a worker with the fast
+   Elo-MMR settings, 10 contests at a time (`--codeforces-chunk 0` publishes
+   the whole file at once: the worker then takes it as one batch, holding
+   every state in memory until the end), then leaderboard requests (limit 100
+   and 10,000); the broker's RSS is watched (Tansu keeps every record in memory);
+6. worker peak RSS (VmHWM) and data directory size after (2) and (5);
+7. recovery: a fresh worker (empty data directory, same app id) rebuilding
+   10k, 100k and 1M player states from the changelogs: time to /health ready
+   and to its first newly applied match.
+
+    python -m bench.stream_bench [--matches N] [--quick] [--only STAGE ...] [--profile SECONDS]
+
+Each stage has its own broker (Tansu keeps everything in memory), so memory from
+one stage does not weigh on the next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from stream_app.broker import EmbeddedBroker
+from stream_app.sample import multi_player_league, two_player_league
+
+from .streamtools import (ROOT, Collector, PhaseSampler, Topics, Worker, create_topics, dir_size, keyed, log,
+                          percentiles, profile, publish, vm_hwm, vm_rss, wait_until)
+
+CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
+CODEFORCES_CONFIG = ROOT / "deploy" / "codeforces-elo-mmr.toml"
+LEAGUES = 50
+CONFIG = """[default]
+algorithm = "elo"
+
+[leagues."mmr-*"]
+algorithm = "elo-mmr"
+"""
+STAGES = ("throughput", "latency", "mmr", "codeforces", "recovery")
+GIB = 1024**3
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.stream_bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--matches", type=int, help="two-player matches for (1) and (2) (default 200,000; quick 20,000)")
+    p.add_argument("--quick", action="store_true",
+                   help="smaller sizes: 20,000 matches, 10 s of latency, 2 rounds, recovery of 10k players, no Codeforces")
+    p.add_argument("--only", action="append", choices=STAGES, help="run only these stages (repeatable)")
+    p.add_argument("--latency-rates", default="2000,500",
+                   help="matches/s for (3), one run each (default %(default)s: the issue's rate, and one below saturation)")
+    p.add_argument("--latency-seconds", type=float, help="duration of (3) (default 30; quick 10)")
+    p.add_argument("--mmr-sizes", default="1000,5000", help="participants per elo-mmr round (default %(default)s)")
+    p.add_argument("--mmr-rounds", type=int, help="rounds per size (default 4; quick 2)")
+    p.add_argument("--codeforces-contests", type=int, default=0, help="first N contests of the file (default all)")
+    p.add_argument("--codeforces-chunk", type=int, default=10,
+                   help="publish this many contests at a time, each chunk applied before the next (default %(default)s; 0: all at once)")
+    p.add_argument("--codeforces-timeout", type=float, default=2400.0, help="give up ingesting after this many s")
+    p.add_argument("--broker-rss-limit-gb", type=float, default=10.0,
+                   help="stop waiting for Codeforces ingestion if the broker's RSS passes this (default %(default)s)")
+    p.add_argument("--recovery-players", help="player counts for (7) (default 10000,100000,1000000; quick 10000)")
+    p.add_argument("--profile", type=float, default=0.0, metavar="SECONDS",
+                   help="py-spy the worker for this long during (2) (default: no profile)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data, profiles)")
+    p.add_argument("--output", help="(run alone) also write the results as JSON here")
+    args = p.parse_args(argv)
+    quick = args.quick
+    args.matches = args.matches or (20_000 if quick else 200_000)
+    args.latency_seconds = args.latency_seconds or (10.0 if quick else 30.0)
+    args.mmr_rounds = args.mmr_rounds or (2 if quick else 4)
+    args.recovery_players = args.recovery_players or ("10000" if quick else "10000,100000,1000000")
+    args.stages = args.only or [s for s in STAGES if not (quick and s == "codeforces")]
+    return args
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.tmp = Path(tempfile.mkdtemp(prefix="stream-bench-"))
+        self.config = self.tmp / "leagues.toml"
+        self.config.write_text(CONFIG)
+        self.workers: list[Worker] = []
+        self.brokers: list[EmbeddedBroker] = []
+        self.problems: dict[str, Any] = {}
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def broker(self) -> EmbeddedBroker:
+        broker = EmbeddedBroker(log=self.tmp / f"broker-{len(self.brokers)}.log").start()
+        self.brokers.append(broker)
+        return broker
+
+    def worker(self, broker: EmbeddedBroker, topics: Topics, app_id: str, name: str, config: Path | None = None) -> Worker:
+        data = self.tmp / f"data-{name}"
+        worker = Worker(broker.url, topics, app_id, data, config or self.config, self.tmp, name)
+        self.workers.append(worker)
+        return worker
+
+    def stop(self, worker: Worker) -> int | None:
+        code = worker.stop()
+        self.problems[worker.name] = worker.log_problems()
+        return code
+
+    def stop_all(self) -> None:
+        for worker in self.workers:
+            if worker.proc.poll() is None:
+                self.stop(worker)
+        for broker in self.brokers:
+            broker.stop()
+
+    def close(self) -> None:
+        self.stop_all()
+        if self.args.keep:
+            log(f"kept {self.tmp}")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- (1) and (2) ---------------------------------------------------------------------
+
+    def throughput(self) -> dict[str, Any]:
+        n = self.args.matches
+        rng = random.Random(6)
+        per_league = [two_player_league(f"elo-{k:02d}", 1000, n // LEAGUES + 1, rng) for k in range(LEAGUES)]
+        events = [e for round_ in zip(*per_league) for e in round_][:n]  # interleaved, each league in order
+        records = keyed(events)
+        del events
+        broker = self.broker()
+        topics = Topics.named("tput")
+        asyncio.run(create_topics(broker.url, topics))
+        started = time.perf_counter()
+        asyncio.run(publish(broker.bootstrap, topics.match, records))
+        log(f"published {n:,} matches in {time.perf_counter() - started:.1f} s")
+
+        out = Topics.named("ceiling")
+        asyncio.run(create_topics(broker.url, out))
+        ceiling_s = asyncio.run(ceiling_loop(broker.bootstrap, topics.match, out.changes, n))
+        ceiling = n / ceiling_s
+        log(f"ceiling: {n:,} matches in {ceiling_s:.1f} s = {ceiling:,.0f} matches/s")
+
+        seen: set[str] = set()
+        last = [0.0]
+
+        def on_event(event: dict[str, Any], now: float) -> None:
+            seen.add(event["event_id"])
+            last[0] = now
+
+        collector = Collector(broker.bootstrap, topics.changes, on_event, max_wait_ms=50)
+        collector.start()
+        worker = self.worker(broker, topics, "tput", "service")
+        spy: dict[str, Any] = {}
+        spy_thread = None
+        phases = PhaseSampler(worker)
+        try:
+            worker.wait(lambda h: h["first_applied_at"], 300, "first applied match")
+            phases.start()
+
+            def progress() -> str:
+                h = worker.health() or {}
+                return f"service: {h.get('applied', '?'):,} applied, phase {h.get('phase')!r}, {len(seen):,} changes read"
+
+            if self.args.profile > 0:
+                wait_until(lambda: len(seen) > n // 5, n / 50 + 300, "20% of the changes", collector, worker, progress)
+                output = self.tmp / "service-profile.txt"
+                spy_thread = threading.Thread(target=lambda: spy.update(profile(worker.pid, self.args.profile, output)))
+                spy_thread.start()
+            wait_until(lambda: len(seen) >= 2 * n, n / 50 + 600, f"{2 * n:,} rating-changed events", collector, worker,
+                       progress)
+            health = worker.health() or {}
+        finally:
+            collector.stop()
+            agent_phases = phases.stop() if phases.is_alive() else {}
+            if spy_thread is not None:
+                spy_thread.join(self.args.profile + 90)
+        seconds = last[0] - health["first_applied_at"]
+        service = n / seconds
+        log(f"service: {n:,} matches in {seconds:.1f} s = {service:,.0f} matches/s ({service / ceiling:.3f} of the ceiling)")
+        result = {
+            "matches": n, "leagues": LEAGUES, "partitions": 8,
+            "ceiling_s": ceiling_s, "ceiling_matches_per_s": ceiling,
+            "service_s": seconds, "service_matches_per_s": service, "ratio_service_to_ceiling": service / ceiling,
+            "worker_start_to_first_applied_s": health["first_applied_at"] - worker.started,
+            "changes_read": collector.records, "distinct_changes": len(seen),
+            "applied": health.get("applied"), "dead_letters": health.get("dead_letters"),
+            "duplicates": health.get("duplicates"),
+            "worker_peak_rss_bytes": vm_hwm(worker.pid), "data_dir_bytes": dir_size(worker.data_dir),
+            "broker_rss_bytes": vm_rss(broker.pid),
+            "agent_phases_percent": agent_phases,
+        }
+        if spy:
+            result["profile"] = spy
+        self.stop(worker)
+        broker.stop()
+        return result
+
+    # -- (3) and (4) ---------------------------------------------------------------------
+
+    def latency_and_mmr(self) -> dict[str, Any]:
+        args = self.args
+        broker = self.broker()
+        topics = Topics.named("live")
+        asyncio.run(create_topics(broker.url, topics))
+        published: dict[str, float] = {}
+        latencies: list[float] = []
+        match_latencies: list[float] = []
+        counts: dict[str, int] = {}
+        expected: dict[str, int] = {}
+        finished: dict[str, float] = {}
+
+        def on_event(event: dict[str, Any], now: float) -> None:
+            mid = event["match_id"]
+            count = counts[mid] = counts.get(mid, 0) + 1
+            sent = published.get(mid)
+            if sent is not None:
+                latencies.append(now - sent)
+                if count == 2:
+                    match_latencies.append(now - sent)
+            if count == expected.get(mid):
+                finished[mid] = now
+
+        collector = Collector(broker.bootstrap, topics.changes, on_event, max_wait_ms=5)
+        collector.start()
+        worker = self.worker(broker, topics, "live", "live")
+        result: dict[str, Any] = {}
+        try:
+            rng = random.Random(3)
+            leagues = [two_player_league(f"lat-{k:02d}", 200, 100_000, rng) for k in range(LEAGUES)]
+            stream = (e for round_ in zip(*leagues) for e in round_)
+            warm = [next(stream) for _ in range(2000)]
+            asyncio.run(publish(broker.bootstrap, topics.match, keyed(warm)))
+            worker.wait(lambda h: h["applied"] >= len(warm), 300, "warm-up applied")
+            log(f"latency: worker up and caught up ({time.time() - worker.started:.0f} s after start)")
+            for rate in (int(r) for r in args.latency_rates.split(",") if "latency" in args.stages):
+                latencies.clear()
+                match_latencies.clear()
+                count = int(rate * args.latency_seconds)
+                steady = [(e["league"].encode(), orjson.dumps(e), e["match_id"]) for e in (next(stream) for _ in range(count))]
+                started = time.time()
+                sent_s = asyncio.run(steady_publish(broker.bootstrap, topics.match, steady, rate, published))
+                wait_until(lambda: len(latencies) >= 2 * count, 600, "the steady matches' changes", collector, worker,
+                           lambda: f"latency: {len(latencies):,} of {2 * count:,} changes read")
+                stats = percentiles(latencies)
+                result.setdefault("latency", {})[str(rate)] = {
+                    "rate": rate, "seconds": args.latency_seconds, "matches": count,
+                    "publish_rate_achieved": count / sent_s,
+                    "processed_rate": count / (time.time() - started),
+                    "event_s": stats, "match_s": percentiles(match_latencies),
+                }
+                log(f"latency at {rate:,}/s: p50 {stats['p50'] * 1000:.0f} ms, p99 {stats['p99'] * 1000:.0f} ms, "
+                    f"max {stats['max'] * 1000:.0f} ms")
+            if "mmr" in args.stages:
+                result["mmr"] = self.mmr_rounds(broker, topics, expected, finished, collector, worker)
+            result["worker_peak_rss_bytes"] = vm_hwm(worker.pid)
+        finally:
+            collector.stop()
+        self.stop(worker)
+        broker.stop()
+        return result
+
+    def mmr_rounds(self, broker: EmbeddedBroker, topics: Topics, expected: dict[str, int], finished: dict[str, float],
+                   collector: Collector, worker: Worker) -> dict[str, Any]:
+        out = {}
+        for size in (int(s) for s in self.args.mmr_sizes.split(",")):
+            league = f"mmr-{size}"
+            rounds = list(multi_player_league(league, size, self.args.mmr_rounds, size, random.Random(size)))
+            seconds = []
+            for event in rounds:
+                mid = event["match_id"]
+                expected[mid] = size
+                record = keyed([event])
+                started = time.time()
+                asyncio.run(publish(broker.bootstrap, topics.match, record))
+                wait_until(lambda: mid in finished, 300, f"{league} round {mid}", collector, worker)
+                seconds.append(finished[mid] - started)
+                log(f"elo-mmr round of {size:,} ({len(record[0][1]) / 1e3:.0f} kB): {seconds[-1]:.2f} s")
+            health = worker.health() or {}
+            out[str(size)] = {"participants": size, "rounds_s": seconds, "first_round_s": seconds[0],
+                              "later_rounds_median_s": sorted(seconds[1:])[len(seconds[1:]) // 2] if len(seconds) > 1 else None,
+                              "dead_letters": health.get("dead_letters")}
+        return out
+
+    # -- (5) and (6) ---------------------------------------------------------------------
+
+    def codeforces(self) -> dict[str, Any]:
+        args = self.args
+        if not CODEFORCES.is_file():
+            log(f"codeforces: {CODEFORCES} is absent: skipped")
+            return {"skipped": f"{CODEFORCES} absent"}
+        with gzip.open(CODEFORCES, "rb") as f:
+            lines = [line.rstrip(b"\n") for line in f]
+        if args.codeforces_contests:
+            lines = lines[: args.codeforces_contests]
+        league = orjson.loads(lines[0])["league"]
+        broker = self.broker()
+        topics = Topics.named("cf")
+        asyncio.run(create_topics(broker.url, topics))
+        worker = self.worker(broker, topics, "cf", "codeforces", CODEFORCES_CONFIG)
+        worker.wait(lambda h: h["ready"], 300, "ready")
+        started = time.time()
+        limit = args.broker_rss_limit_gb * GIB
+        chunk = args.codeforces_chunk or len(lines)
+        stopped = None
+        target = 0
+
+        def done(h: dict[str, Any]) -> bool:
+            nonlocal stopped
+            if (vm_rss(broker.pid) or 0) > limit:
+                stopped = f"broker RSS passed {args.broker_rss_limit_gb} GiB"
+                return True
+            return h["applied"] + h["dead_letters"] >= target
+
+        def progress(h: dict[str, Any]) -> str:
+            return (f"{h['applied']:,} of {len(lines):,} contests applied, {time.time() - started:.0f} s; "
+                    f"worker RSS {(vm_rss(worker.pid) or 0) / GIB:.2f} GiB, broker RSS {(vm_rss(broker.pid) or 0) / GIB:.2f} GiB")
+
+        # `--codeforces-chunk` contests at a time, each chunk applied before the next (0: all at once).
+        health: dict[str, Any] = {}
+        for first in range(0, len(lines), chunk):
+            target = min(first + chunk, len(lines))
+            asyncio.run(publish(broker.bootstrap, topics.match, [(league.encode(), line) for line in lines[first:target]],
+                                in_flight=50))
+            if first == 0:
+                log(f"codeforces: {target:,} contests ({sum(map(len, lines[:target])) / 1e6:.0f} MB) published in "
+                    f"{time.time() - started:.1f} s")
+            try:
+                health = worker.wait(done, started + args.codeforces_timeout - time.time(), "contests applied", progress,
+                                     every=30, interval=0.5)
+            except TimeoutError:
+                stopped, health = f"timeout after {args.codeforces_timeout:.0f} s", worker.health() or {}
+            if stopped:
+                break
+            if chunk < len(lines) and (first // chunk) % 10 == 9:
+                log(f"  codeforces: {progress(health)}")
+        ingest_s = time.time() - started
+        log(f"codeforces: {health.get('applied'):,} contests applied in {ingest_s:.0f} s" + (f" (stopped: {stopped})" if stopped else ""))
+        result: dict[str, Any] = {
+            "contests": len(lines), "applied": health.get("applied"), "dead_letters": health.get("dead_letters"),
+            "ingest_s": ingest_s, "stopped_early": stopped, "published_in_chunks_of": chunk,
+            "first_applied_to_done_s": time.time() - health["first_applied_at"] if health.get("first_applied_at") else None,
+        }
+        _, info = worker.get(f"/leagues/{league}", timeout=60)
+        result["players"] = info.get("players") if isinstance(info, dict) else None
+        result["leaderboard"] = {str(n): leaderboard_latency(worker, league, n) for n in (100, 10_000)}
+        for n, stats in result["leaderboard"].items():
+            log(f"leaderboard limit={n}: p50 {stats.get('p50', 0) * 1000:.0f} ms, p99 {stats.get('p99', 0) * 1000:.0f} ms "
+                f"({stats.get('count')} requests, {result['players']} players)")
+        result["worker_peak_rss_bytes"] = vm_hwm(worker.pid)
+        result["data_dir_bytes"] = dir_size(worker.data_dir)
+        result["broker_rss_bytes"] = vm_rss(broker.pid)
+        self.stop(worker)
+        broker.stop()
+        return result
+
+    # -- (7) -----------------------------------------------------------------------------
+
+    def recovery(self) -> dict[str, Any]:
+        broker = self.broker()
+        out = {}
+        for players in (int(s) for s in self.args.recovery_players.split(",")):
+            out[str(players)] = self.recover(broker, players)
+        broker.stop()
+        return out
+
+    def recover(self, broker: EmbeddedBroker, players: int) -> dict[str, Any]:
+        name = f"rec{players}"
+        topics = Topics.named(name)
+        asyncio.run(create_topics(broker.url, topics))
+        matches = players // 2
+        rng = random.Random(players)
+        asyncio.run(publish(broker.bootstrap, topics.match, distinct_matches(matches, "m", rng)))
+        builder = self.worker(broker, topics, name, f"{name}-build")
+        builder.wait(lambda h: h["first_applied_at"], 300, "first applied match")
+        health = builder.wait(lambda h: h["applied"] >= matches, matches / 100 + 600, f"{matches:,} applied",
+                              lambda h: f"recovery {players:,}: building, {h['applied']:,} of {matches:,} applied")
+        build_s = time.time() - health["first_applied_at"]
+        log(f"recovery {players:,}: state built ({matches:,} matches in {build_s:.0f} s, {matches / build_s:,.0f}/s)")
+        built = {"peak_rss_bytes": vm_hwm(builder.pid), "data_dir_bytes": dir_size(builder.data_dir)}
+        code = self.stop(builder)
+        # New matches wait in the topic for the fresh worker: its first applied match.
+        asyncio.run(publish(broker.bootstrap, topics.match, distinct_matches(LEAGUES, "after", rng)))
+        fresh = self.worker(broker, topics, name, f"{name}-fresh")
+        ready = fresh.wait(lambda h: h["ready"], 3600, "ready", lambda h: f"recovery {players:,}: restoring ({h['phase']})",
+                           interval=0.1)
+        ready_s = time.time() - fresh.started
+        marks = fresh.log_marks({"assigned": "Setting newly assigned partitions",
+                                 "restore_started": "Restoring state from changelog topics",
+                                 "restore_read": "Done reading from changelog topics"}, until="Worker ready")
+        health = fresh.wait(lambda h: h["applied"] >= LEAGUES, 600, "the new matches applied")
+        first_s = health["first_applied_at"] - fresh.started
+        total = 0
+        for k in range(LEAGUES):
+            _, info = fresh.get(f"/leagues/rec-{k:02d}", timeout=60)
+            total += info.get("players", 0) if isinstance(info, dict) else 0
+        log(f"recovery {players:,}: fresh worker ready after {ready_s:.1f} s, first new match applied after {first_s:.1f} s; "
+            f"{total:,} players served (expected {players + 2 * LEAGUES:,})")
+        result = {
+            "players": players, "matches": matches, "build_s": build_s, "build_matches_per_s": matches / build_s,
+            "builder_exit_code": code, "builder": built, "wiped_local_state": ready.get("wiped_local_state"),
+            "start_to_ready_s": ready_s, "start_to_first_applied_s": first_s,
+            "log_marks_s": marks,
+            "changelog_read_s": marks["restore_read"] - marks["restore_started"] if {"restore_read", "restore_started"} <= set(marks) else None,
+            "players_after_recovery": total, "players_expected": players + 2 * LEAGUES,
+            "fresh_peak_rss_bytes": vm_hwm(fresh.pid), "fresh_data_dir_bytes": dir_size(fresh.data_dir),
+        }
+        self.stop(fresh)
+        return result
+
+
+def distinct_matches(count: int, prefix: str, rng: random.Random) -> list[tuple[bytes, bytes]]:
+    """`count` two-player matches over 50 leagues, every player in exactly one match."""
+    records = []
+    for j in range(count):
+        league = f"rec-{j % LEAGUES:02d}"
+        first = rng.random() < 0.5
+        doc = {"match_id": f"{prefix}{j}", "league": league,
+               "participants": [{"player": f"{prefix}{j}a", "rank": 1 if first else 2},
+                                {"player": f"{prefix}{j}b", "rank": 2 if first else 1}]}
+        records.append((league.encode(), orjson.dumps(doc)))
+    return records
+
+
+async def ceiling_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> float:
+    """Consume, rate (Elo, k 32, on a dict), produce one event per participant, commit
+    after each fetched batch; seconds from the first record to the last commit."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"ceiling-{time.time_ns()}",
+                                enable_auto_commit=False, auto_offset_reset="earliest")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, enable_idempotence=False)
+    await consumer.start()
+    await producer.start()
+    ratings: dict[tuple[str, str], float] = {}
+    done, started = 0, None
+    try:
+        while done < n:
+            batches = await consumer.getmany(timeout_ms=500, max_records=5000)
+            if started is None and batches:
+                started = time.perf_counter()
+            futures = []
+            for records in batches.values():
+                for record in records:
+                    doc = orjson.loads(record.value)
+                    for change in elo(ratings, doc):
+                        futures.append(await producer.send(out_topic, orjson.dumps(change), key=record.key))
+                    done += 1
+            await asyncio.gather(*futures)
+            if batches:
+                await consumer.commit()
+    finally:
+        await producer.stop()
+        await consumer.stop()
+    return time.perf_counter() - (started or time.perf_counter())
+
+
+def elo(ratings: dict[tuple[str, str], float], doc: dict[str, Any]) -> list[dict[str, Any]]:
+    league = doc["league"]
+    (a, b) = doc["participants"]
+    keys = ((league, a["player"]), (league, b["player"]))
+    before = [ratings.get(key, 1000.0) for key in keys]
+    expect = 1.0 / (1.0 + 10.0 ** ((before[1] - before[0]) / 400.0))
+    score = 0.5 if a["rank"] == b["rank"] else float(a["rank"] < b["rank"])
+    deltas = (32.0 * (score - expect), 32.0 * (expect - score))
+    changes = []
+    for key, old, delta, part in zip(keys, before, deltas, (a, b)):
+        ratings[key] = old + delta
+        changes.append({"league": league, "match_id": doc["match_id"], "player": part["player"], "rank": part["rank"],
+                        "rating_before": old, "rating_after": old + delta, "delta": delta})
+    return changes
+
+
+async def steady_publish(bootstrap: str, topic: str, records: list[tuple[bytes, bytes, str]], rate: int,
+                         published: dict[str, float]) -> float:
+    """Send at `rate` records/s (a chunk every 10 ms), noting each match's send time; returns seconds taken."""
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0, enable_idempotence=False)
+    await producer.start()
+    loop = asyncio.get_running_loop()
+    chunk = max(1, rate // 100)
+    pending = []
+    try:
+        start = loop.time()
+        for i in range(0, len(records), chunk):
+            delay = start + i / rate - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            for key, value, mid in records[i:i + chunk]:
+                published[mid] = time.time()
+                pending.append(await producer.send(topic, value, key=key))
+            if len(pending) > 5 * chunk:
+                await asyncio.gather(*pending[:-chunk])
+                pending = pending[-chunk:]
+        await asyncio.gather(*pending)
+        return loop.time() - start
+    finally:
+        await producer.stop()
+
+
+def leaderboard_latency(worker: Worker, league: str, limit: int, most: int = 20, budget: float = 90.0) -> dict[str, Any]:
+    times = []
+    deadline = time.monotonic() + budget
+    while len(times) < most and time.monotonic() < deadline:
+        started = time.perf_counter()
+        status, body = worker.get(f"/leagues/{league}/leaderboard?limit={limit}", timeout=120)
+        elapsed = time.perf_counter() - started
+        if status != 200:
+            return {"error": f"status {status}: {str(body)[:200]}", "count": len(times)}
+        times.append(elapsed)
+    return percentiles(times)
+
+
+# -- the table -------------------------------------------------------------------------------
+
+
+def _mb(value: int | None) -> str:
+    return "-" if value is None else f"{value / 2**20:,.0f} MiB"
+
+
+def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    rows = [(f"{name}: FAILED", "-", str(r["error"] if isinstance(r, dict) else r).splitlines()[0][:100])
+            for name, r in results.items() if name.endswith("error") or (isinstance(r, dict) and "error" in r)]
+    results = {name: r for name, r in results.items() if not (name.endswith("error") or (isinstance(r, dict) and "error" in r))}
+    t = results.get("throughput")
+    if t:
+        rows += [
+            (f"(1) ceiling: aiokafka consume/Elo/produce/commit, {t['matches']:,} matches", f"{t['ceiling_matches_per_s']:,.0f} matches/s", "baseline"),
+            ("(2) service: one worker, first applied to last change", f"{t['service_matches_per_s']:,.0f} matches/s",
+             f"{t['ratio_service_to_ceiling']:.3f} of (1)"),
+            ("    worker start to first applied match", f"{t['worker_start_to_first_applied_s']:.1f} s", ""),
+            ("(6) worker peak RSS / data dir after (2)", f"{_mb(t['worker_peak_rss_bytes'])} / {_mb(t['data_dir_bytes'])}", ""),
+        ]
+    for lat in (results.get("latency") or {}).values():
+        e = lat["event_s"]
+        rows.append((f"(3) latency at {lat['rate']:,}/s for {lat['seconds']:.0f} s (publish to change)",
+                     f"p50 {e['p50'] * 1e3:,.0f} ms, p99 {e['p99'] * 1e3:,.0f} ms, max {e['max'] * 1e3:,.0f} ms",
+                     f"sent {lat['publish_rate_achieved']:,.0f}/s, done {lat['processed_rate']:,.0f}/s"))
+    for size, m in (results.get("mmr") or {}).items():
+        later = m["later_rounds_median_s"]
+        rows.append((f"(4) elo-mmr round of {int(size):,} (publish to last change)",
+                     f"first {m['first_round_s']:.2f} s" + (f", later median {later:.2f} s" if later is not None else ""),
+                     f"{len(m['rounds_s'])} rounds"))
+    cf = results.get("codeforces")
+    if cf and "skipped" not in cf:
+        rows.append((f"(5) Codeforces ingest, {cf['applied']:,} of {cf['contests']:,} contests", f"{cf['ingest_s']:,.0f} s",
+                     cf["stopped_early"] or ""))
+        for limit, s in cf["leaderboard"].items():
+            value = f"p50 {s['p50'] * 1e3:,.0f} ms, p99 {s['p99'] * 1e3:,.0f} ms" if "p50" in s else s.get("error", "-")
+            rows.append((f"    leaderboard limit={limit} ({cf['players']:,} players)", value, f"{s.get('count')} requests"))
+        rows.append(("(6) worker peak RSS / data dir after (5)", f"{_mb(cf['worker_peak_rss_bytes'])} / {_mb(cf['data_dir_bytes'])}",
+                     f"broker RSS {_mb(cf['broker_rss_bytes'])}"))
+    elif cf:
+        rows.append(("(5) Codeforces", "skipped", cf["skipped"]))
+    for players, r in (results.get("recovery") or {}).items():
+        read = r["changelog_read_s"]
+        rows.append((f"(7) recovery of {int(players):,} players: start to ready / first applied",
+                     f"{r['start_to_ready_s']:.1f} s / {r['start_to_first_applied_s']:.1f} s",
+                     (f"changelogs read in {read:.1f} s; " if read is not None else "")
+                     + f"{r['players_after_recovery']:,} of {r['players_expected']:,} players back"))
+    return rows
+
+
+def print_table(rows: list[tuple[str, str, str]]) -> None:
+    width = [max(len(row[k]) for row in rows) for k in range(3)]
+    for row in rows:
+        print(f"{row[0]:<{width[0]}}  {row[1]:>{width[1]}}  {row[2]}")
+
+
+def run(args: argparse.Namespace | list[str] | None = None) -> dict[str, Any]:
+    if not isinstance(args, argparse.Namespace):
+        args = parse_args(args or [])
+    bench = Bench(args)
+    results: dict[str, Any] = {"quick": args.quick}
+    log(f"stream bench: stages {', '.join(args.stages)}; work directory {bench.tmp}")
+    stages = [("throughput", bench.throughput), ("live", bench.latency_and_mmr), ("codeforces", bench.codeforces),
+              ("recovery", bench.recovery)]
+    try:
+        for name, stage in stages:
+            if name not in args.stages and not (name == "live" and {"latency", "mmr"} & set(args.stages)):
+                continue
+            try:
+                results[name] = stage()
+            except Exception as exc:  # one stage failing (a worker died, a timeout) does not lose the others
+                log(f"{name}: FAILED: {exc}")
+                results[name] = {"error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+                bench.stop_all()
+        live = results.pop("live", {})
+        results.update({("live_error" if k == "error" else k): v for k, v in live.items() if k in ("latency", "mmr", "error")})
+        results["live_worker_peak_rss_bytes"] = live.get("worker_peak_rss_bytes")
+    finally:
+        results["worker_log_problems"] = bench.problems
+        bench.close()
+    rows = table(results)
+    if rows:
+        print_table(rows)
+    for name, found in bench.problems.items():
+        if found["count"]:
+            kinds = "; ".join(f"{n} x {kind.strip()}" for kind, n in list(found["kinds"].items())[:3])
+            print(f"worker log {name}: {found['count']} warnings/errors: {kinds}")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # Stopped with SIGTERM, or SIGINT in the background (where it is ignored by default),
+    # the benchmark still stops its workers and brokers (finally clauses run on SystemExit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    results = run(args)
+    if args.output:
+        Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
+        print(f"results written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

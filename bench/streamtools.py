@@ -1,0 +1,441 @@
+"""Tools for the stream benchmark: worker processes, publishing, a collector of
+rating-changed events running in its own thread, process memory and sizes.
+
+Everything runs against an embedded broker (stream_app.broker.EmbeddedBroker)
+started by the benchmark itself; workers are `ratings worker` child processes in
+their own process groups, stopped by group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import orjson
+
+from stream_app.broker import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTITIONS = 8
+
+
+def log(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+@dataclass(frozen=True)
+class Topics:
+    """The input, rating-changes and dead-letter topics of one worker group."""
+
+    match: str
+    changes: str
+    dlq: str
+
+    @classmethod
+    def named(cls, prefix: str) -> "Topics":
+        return cls(*(f"{prefix}.{kind}" for kind in ("matches", "changes", "dlq")))
+
+    def worker_args(self) -> list[str]:
+        return ["--match-topic", self.match, "--changes-topic", self.changes, "--dlq-topic", self.dlq]
+
+
+async def create_topics(broker_url: str, topics: Topics) -> None:
+    """The worker's topics with 8 partitions (the input must exist before anything is published)."""
+    from stream_app.client import RatingsClient
+
+    client = RatingsClient(broker_url, match_topic=topics.match, changes_topic=topics.changes,
+                           dlq_topic=topics.dlq, partitions=PARTITIONS)
+    await client.ensure_topics(PARTITIONS, extra=[f"{topics.match}-by-league"])
+
+
+async def publish(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]], in_flight: int = 5000) -> int:
+    """Publish (key, value) records in order, pipelined; returns how many were acknowledged."""
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+                                max_request_size=2 * 1024 * 1024, enable_idempotence=False)
+    await producer.start()
+    sent = 0
+    try:
+        pending = []
+        for key, value in records:
+            pending.append(await producer.send(topic, value, key=key))
+            if len(pending) >= in_flight:
+                await asyncio.gather(*pending)
+                sent += len(pending)
+                pending = []
+        await asyncio.gather(*pending)
+        sent += len(pending)
+    finally:
+        await producer.stop()
+    return sent
+
+
+def keyed(events: Iterable[dict[str, Any]]) -> list[tuple[bytes, bytes]]:
+    return [(e["league"].encode(), orjson.dumps(e)) for e in events]
+
+
+# -- processes ---------------------------------------------------------------------------
+
+
+def vm_hwm(pid: int) -> int | None:
+    """Peak resident set size of a process in bytes (VmHWM), None if it is gone."""
+    return _status_field(pid, "VmHWM")
+
+
+def vm_rss(pid: int) -> int | None:
+    return _status_field(pid, "VmRSS")
+
+
+def _status_field(pid: int, name: str) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(name + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def dir_size(path: Path) -> int:
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+class Worker:
+    """A `ratings worker` child process (own process group), its HTTP API and log."""
+
+    def __init__(self, broker_url: str, topics: Topics, app_id: str, data_dir: Path, config: Path, log_dir: Path,
+                 name: str):
+        self.name = name
+        self.port = free_port()
+        self.data_dir = data_dir
+        self.log_path = log_dir / f"{name}.log"
+        argv = [sys.executable, "-m", "stream_app.cli", "worker", "--broker", broker_url, *topics.worker_args(),
+                "--app-id", app_id, "--data-dir", str(data_dir), "--web-port", str(self.port),
+                "--config", str(config)]
+        self._log = open(self.log_path, "ab")
+        self.started = time.time()
+        self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def get(self, path: str, timeout: float = 10.0) -> tuple[int, Any]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as reply:
+                status, body = reply.status, reply.read()
+        except urllib.error.HTTPError as exc:
+            status, body = exc.code, exc.read()
+        except (urllib.error.URLError, OSError):
+            return 0, None
+        try:
+            return status, json.loads(body)
+        except ValueError:
+            return status, body
+
+    def health(self) -> dict[str, Any] | None:
+        status, body = self.get("/health", timeout=5)
+        return body if status == 200 and isinstance(body, dict) else None
+
+    def wait(self, condition: Callable[[dict[str, Any]], Any], timeout: float, what: str,
+             progress: Callable[[dict[str, Any]], str] | None = None, every: float = 15.0,
+             interval: float = 0.2) -> dict[str, Any]:
+        """Poll /health until condition(health) holds; print progress(health) every `every` s."""
+        deadline = time.monotonic() + timeout
+        next_note = time.monotonic() + every
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited ({self.proc.returncode}) waiting for {what}:\n{self.log_tail()}")
+            health = self.health()
+            if health is not None and condition(health):
+                return health
+            now = time.monotonic()
+            if now > deadline:
+                raise TimeoutError(f"{self.name}: no {what} after {timeout:.0f} s (health {health}):\n{self.log_tail()}")
+            if progress is not None and health is not None and now > next_note:
+                log(f"  {self.name}: {progress(health)}")
+                next_note = now + every
+            time.sleep(interval)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
+        # The whole process group (start_new_session), escalating to SIGKILL after `timeout`.
+        for signum, patience in ((sig, timeout), (signal.SIGKILL, 10.0)):
+            if self.proc.poll() is not None:
+                break
+            if signum == signal.SIGKILL:
+                log(f"  {self.name} did not stop within {timeout:.0f} s: SIGKILL")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signum)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(patience)
+        if not self._log.closed:
+            self._log.close()
+        return self.proc.returncode
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def log_problems(self, most: int = 8) -> dict[str, Any]:
+        """Warnings and errors of the log, grouped by message with digits folded to N."""
+        import re
+
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return {"count": 0, "kinds": {}}
+        kinds: dict[str, int] = {}
+        count = 0
+        for line in text.splitlines():
+            if any(mark in line for mark in ("[WARNING]", "[ERROR]", "[CRITICAL]", "Traceback")):
+                count += 1
+                kind = re.sub(r"[0-9]+", "N", re.sub(r"^\[[^]]*\] \[[0-9]+\] ", "", line))[:160]
+                kinds[kind] = kinds.get(kind, 0) + 1
+        ranked = dict(sorted(kinds.items(), key=lambda kv: -kv[1])[:most])
+        return {"count": count, "kinds": ranked}
+
+    def log_marks(self, marks: dict[str, str], until: str) -> dict[str, float]:
+        """Seconds from the start of the process to the last line containing each mark
+        before the first line containing `until` (and to that line, as `until`)."""
+        from datetime import datetime
+
+        found: dict[str, float] = {}
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return found
+        for line in lines:
+            if not line.startswith("[20"):
+                continue
+            try:
+                moment = datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            except ValueError:
+                continue
+            for name, mark in marks.items():
+                if mark in line:
+                    found[name] = round(moment - self.started, 3)
+            if until in line:
+                found["until"] = round(moment - self.started, 3)
+                break
+        return found
+
+
+# -- reading rating-changed events ---------------------------------------------------------
+
+
+class Collector(threading.Thread):
+    """Reads a topic from the beginning in a thread of its own (own event loop) and
+    calls on_event(event, arrival_time) for each JSON record; stop() ends it."""
+
+    def __init__(self, bootstrap: str, topic: str, on_event: Callable[[dict[str, Any], float], None],
+                 max_wait_ms: int = 10):
+        super().__init__(daemon=True, name=f"collect-{topic}")
+        self.bootstrap, self.topic, self.on_event, self.max_wait_ms = bootstrap, topic, on_event, max_wait_ms
+        self.records = 0
+        self.error: BaseException | None = None
+        self.positioned = threading.Event()
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self._consume())
+        except BaseException as exc:  # surfaced by check()
+            self.error = exc
+            self.positioned.set()
+
+    async def _consume(self) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None,
+                                    fetch_max_wait_ms=self.max_wait_ms, max_partition_fetch_bytes=4 * 1024 * 1024)
+        await consumer.start()
+        try:
+            tps = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            self.positioned.set()
+            while not self._halt.is_set():
+                batches = await consumer.getmany(timeout_ms=200, max_records=10_000)
+                now = time.time()
+                for records in batches.values():
+                    for record in records:
+                        self.records += 1
+                        self.on_event(orjson.loads(record.value), now)
+        finally:
+            await consumer.stop()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"collector of {self.topic} failed: {self.error!r}") from self.error
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(10)
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str, collector: Collector | None = None,
+               worker: Worker | None = None, progress: Callable[[], str] | None = None, every: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    next_note = time.monotonic() + every
+    while not condition():
+        if collector is not None:
+            collector.check()
+        if worker is not None and worker.proc.poll() is not None:
+            raise RuntimeError(f"{worker.name} exited ({worker.proc.returncode}) waiting for {what}:\n{worker.log_tail()}")
+        now = time.monotonic()
+        if now > deadline:
+            raise TimeoutError(f"no {what} after {timeout:.0f} s" + (f":\n{worker.log_tail()}" if worker else ""))
+        if progress is not None and now > next_note:
+            log(f"  {progress()}")
+            next_note = now + every
+        time.sleep(0.02)
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    import numpy as np
+
+    if not values:
+        return {"count": 0}
+    array = np.asarray(values)
+    return {"count": int(array.size), "p50": float(np.percentile(array, 50)), "p99": float(np.percentile(array, 99)),
+            "max": float(array.max()), "mean": float(array.mean())}
+
+
+# -- profiling -----------------------------------------------------------------------------
+
+
+def py_spy_binary() -> str | None:
+    candidate = Path(sys.executable).parent / "py-spy"
+    if candidate.is_file():
+        return str(candidate)
+    from shutil import which
+
+    return which("py-spy")
+
+
+def profile(pid: int, seconds: float, output: Path, rate: int = 50) -> dict[str, Any]:
+    """py-spy record (non-blocking, idle frames and thread ids included) for `seconds`;
+    summarised per thread by summarise_collapsed."""
+    binary = py_spy_binary()
+    if binary is None:
+        return {"skipped": "py-spy not installed (.venv/bin/pip install py-spy)"}
+    argv = [binary, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", str(rate),
+            "--format", "raw", "--nonblocking", "--idle", "--threads", "--output", str(output)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
+    if done.returncode != 0 or not output.exists():
+        return {"skipped": f"py-spy failed ({done.returncode}): {done.stderr.strip()[-300:]}"}
+    return summarise_collapsed(output)
+
+
+IDLE_LEAVES = ("select (selectors.py)", "poll (selectors.py)", "wait (threading.py)")
+# Frames every stack goes through: left out of the inclusive list.
+PLUMBING = ("asyncio/", "threading.py", "mode/", "<frozen runpy>", "stream_app/cli.py", "run_worker (", "<module>")
+
+
+def summarise_collapsed(path: Path, most: int = 12) -> dict[str, Any]:
+    """Per thread: samples, the share idle (in select/poll), and where the busy samples are:
+    self time by leaf function and inclusive time by function (plumbing left out)."""
+    threads: dict[str, dict[str, Any]] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        frames = stack.split(";")
+        thread = frames[0] if frames[0].startswith(("thread", "process")) else "?"
+        frames = [_short(frame) for frame in frames[1:] if not frame.startswith(("thread", "process"))]
+        entry = threads.setdefault(thread, {"samples": 0, "idle": 0, "self": {}, "inclusive": {}, "names": set(),
+                                            "packages": {}})
+        entry["samples"] += count
+        entry["names"].update(frame for frame in frames if frame.startswith(("run_worker", "WorkerThread.run")))
+        if not frames or any(mark in frames[-1] for mark in IDLE_LEAVES):
+            entry["idle"] += count
+            continue
+        entry["self"][frames[-1]] = entry["self"].get(frames[-1], 0) + count
+        package = _package(frames[-1])
+        entry["packages"][package] = entry["packages"].get(package, 0) + count
+        for frame in set(frames):
+            if not any(mark in frame for mark in PLUMBING):
+                entry["inclusive"][frame] = entry["inclusive"].get(frame, 0) + count
+
+    def top(table: dict[str, int], total: int) -> list[tuple[str, float]]:
+        ranked = sorted(table.items(), key=lambda kv: -kv[1])[:most]
+        return [(name, round(100.0 * count / max(total, 1), 1)) for name, count in ranked]
+
+    out: dict[str, Any] = {"raw": str(path), "threads": {}}
+    for thread, entry in sorted(threads.items(), key=lambda kv: -kv[1]["samples"]):
+        total = entry["samples"]
+        label = "main (event loop)" if any(n.startswith("run_worker") for n in entry["names"]) else (
+            "consumer thread" if entry["names"] else thread)
+        out["threads"][f"{label} {thread}"] = {
+            "samples": total, "idle_percent": round(100.0 * entry["idle"] / max(total, 1), 1),
+            "self_by_package_percent": top(entry["packages"], total),
+            "self_percent": top(entry["self"], total), "inclusive_percent": top(entry["inclusive"], total),
+        }
+    return out
+
+
+def _short(frame: str) -> str:
+    """'process_batch (/work/main/stream_app/worker.py:370)' -> 'process_batch (stream_app/worker.py)'."""
+    name, _, where = frame.partition(" (")
+    where = where.rstrip(")").rsplit(":", 1)[0]
+    for marker in ("site-packages/", "lib/python3.11/", str(ROOT) + "/"):
+        if marker in where:
+            where = where.split(marker, 1)[1]
+            break
+    return f"{name} ({where})"
+
+
+def _package(frame: str) -> str:
+    """'Topic.publish_message (faust/topics.py)' -> 'faust'; a standard module -> its name."""
+    where = frame.rpartition(" (")[2].rstrip(")")
+    return where.split("/", 1)[0].removesuffix(".py") if where else "?"
+
+
+class PhaseSampler(threading.Thread):
+    """Samples the worker's /health `phase` (what its agent is doing) a few times a second:
+    a cheap picture of where the agent's wall time goes. Digits are folded to N."""
+
+    def __init__(self, worker: Worker, interval: float = 0.2):
+        super().__init__(daemon=True, name=f"phases-{worker.name}")
+        self.worker, self.interval = worker, interval
+        self.counts: dict[str, int] = {}
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        import re
+
+        while not self._halt.wait(self.interval):
+            health = self.worker.health()
+            if health is not None:
+                phase = re.sub(r"[0-9]+", "N", str(health.get("phase")))
+                self.counts[phase] = self.counts.get(phase, 0) + 1
+
+    def stop(self) -> dict[str, float]:
+        self._halt.set()
+        self.join(10)
+        total = sum(self.counts.values()) or 1
+        return {phase: round(100.0 * n / total, 1) for phase, n in sorted(self.counts.items(), key=lambda kv: -kv[1])}
