@@ -2,16 +2,23 @@
 
 No Docker engine or cluster is needed: the files are parsed and checked
 against each other and against the code they configure (the CLI's RATINGS_*
-variables, the metric names, the security variables, the league config).
+variables, the metric names, the security variables, the league config), and
+run through validators that work offline: Debian's docker-compose (1.29)
+`config` for the compose file (skipped when the binary is missing; .ci/run
+installs it) and kubernetes-validate's bundled schemas for the Kubernetes
+manifests. kubernetes-validate has no schema for the Prometheus operator's
+ServiceMonitor (a custom resource): its structure is checked here by hand.
 Prometheus itself runs in tests/test_prometheus.py.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -20,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -28,6 +36,7 @@ from stream_app.cli import build_parser
 from stream_app.config import LeagueConfig
 from stream_app.security import ENV as SECURITY_ENV
 from stream_app.security import KafkaSecurity
+from stream_app.state import CHECKPOINTS, STATE_TABLES
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -35,7 +44,7 @@ DOCKERFILE = DEPLOY / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"
 PROMETHEUS_YML = DEPLOY / "prometheus" / "prometheus.yml"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "ratings.json"
-K8S = DEPLOY / "k8s"
+K8S = DEPLOY / "kubernetes"
 WORKERS = ("worker-1", "worker-2")
 TOPICS = ("match-results", "rating-changes", "match-results-dlq", "match-results-by-league")
 
@@ -300,6 +309,120 @@ def test_compose_bind_mounts_exist(compose):
                 assert source in compose["volumes"], f"{name}: volume {source} is not declared"
 
 
+def created_topics(script: str) -> dict[str, list[str]]:
+    """{topic: the words of its `kafka-topics.sh --create` command} in the topic job's script,
+    its `for X in ...; do ... done` loops unrolled ($$ is compose's escape for the shell's $)."""
+    created: dict[str, list[str]] = {}
+    text = script.replace("\\\n", " ")
+    for var, items, body in re.findall(r"for (\w+) in ([^;]+); do(.*?)\bdone", text, re.S):
+        for item in items.split():
+            for command in body.replace(f"$${var}", item).splitlines():
+                if "--create" in command:
+                    words = shlex.split(command)
+                    created[words[words.index("--topic") + 1]] = words
+    return created
+
+
+def test_compose_topic_job_creates_the_changelogs_compacted(compose, monkeypatch):
+    import faust
+
+    job = compose["services"]["topics"]
+    created = created_topics(job["command"][0] if isinstance(job["command"], list) else job["command"])
+    args = worker_args({k: v for k, v in service_env(compose["services"][WORKERS[0]]).items() if k.startswith("RATINGS_")},
+                       monkeypatch)
+    # The names Faust gives the worker's tables' changelogs.
+    app = faust.App(args.app_id, store="memory://", autodiscover=False)
+    changelogs = {app.Table(name).changelog_topic.get_topic_name() for name in (*STATE_TABLES, CHECKPOINTS)}
+    assert set(created) == set(TOPICS) | changelogs
+    for topic, words in created.items():
+        assert words[words.index("--partitions") + 1] == str(args.partitions), topic
+        configs = [words[i + 1] for i, word in enumerate(words) if word == "--config"]
+        assert ("cleanup.policy=compact" in configs) == (topic in changelogs), topic
+
+
+def test_compose_health_checks_and_start_order(compose, docker):
+    services = compose["services"]
+
+    def has_health_check(name: str) -> bool:
+        service = services[name]
+        if "healthcheck" in service:
+            return not service["healthcheck"].get("disable", False) and bool(service["healthcheck"]["test"])
+        # Built from deploy/Dockerfile: the image's HEALTHCHECK.
+        return "build" in service and bool(final(docker, "HEALTHCHECK"))
+
+    for name, service in services.items():
+        one_shot = service.get("restart") == "no"
+        assert one_shot or has_health_check(name), f"{name} has no health check"
+        for dependency, condition in (service.get("depends_on") or {}).items():
+            condition = condition["condition"]
+            if condition == "service_healthy":
+                assert has_health_check(dependency), f"{name} waits for {dependency}, which has no health check"
+            elif condition == "service_completed_successfully":
+                assert services[dependency].get("restart") == "no", f"{dependency} is not a one-shot job"
+    assert services["grafana"]["depends_on"]["prometheus"]["condition"] == "service_healthy"
+
+
+DOCKER_COMPOSE = shutil.which("docker-compose")
+needs_docker_compose = pytest.mark.skipif(
+    DOCKER_COMPOSE is None,
+    reason="no docker-compose binary on PATH: install Debian's docker-compose package "
+           "(apt-get install docker-compose); .ci/run does it in CI")
+
+
+def docker_compose_config(path: Path) -> subprocess.CompletedProcess[str]:
+    """`docker-compose config` on `path` (relative paths from the repository root): needs no Docker engine."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("COMPOSE_", "DOCKER_")) and k != "GRAFANA_ADMIN_PASSWORD"}
+    return subprocess.run([DOCKER_COMPOSE, "--project-directory", str(ROOT), "-f", str(path), "config"],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+@needs_docker_compose
+def test_docker_compose_config_accepts_the_compose_file(compose):
+    run = docker_compose_config(COMPOSE)
+    assert run.returncode == 0, run.stderr
+    resolved = yaml.safe_load(run.stdout)["services"]
+    assert set(resolved) == set(compose["services"])
+    # The shared worker settings (YAML anchors and merges) reached both workers, with their own on top.
+    for name in WORKERS:
+        worker = resolved[name]
+        assert worker["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+        assert worker["depends_on"]["kafka"]["condition"] == "service_healthy"
+        assert (Path(worker["build"]["context"]) / worker["build"]["dockerfile"]).resolve() == DOCKERFILE
+        assert worker["environment"]["RATINGS_BROKER"] == "kafka://kafka:9092"
+        assert worker["environment"]["RATINGS_ADVERTISED_URL"].startswith(f"http://{name}:")
+    # ${GRAFANA_ADMIN_PASSWORD:-admin} is interpolated.
+    assert resolved["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == "admin"
+
+
+BROKEN_COMPOSE = {
+    "unchanged": (lambda c: None, None),  # the control: the rewritten copy itself passes
+    "depends on a missing service": (
+        lambda c: c["services"]["worker-1"]["depends_on"].update({"kafak": {"condition": "service_healthy"}}),
+        "kafak"),
+    "misspelt key": (lambda c: c["services"]["prometheus"].update({"helthcheck": {"test": ["CMD", "true"]}}),
+                     "helthcheck"),
+    "bad health check interval": (lambda c: c["services"]["kafka"]["healthcheck"].update({"interval": "5 seconds"}),
+                                  "interval"),
+}
+
+
+@needs_docker_compose
+@pytest.mark.parametrize("case", BROKEN_COMPOSE)
+def test_docker_compose_config_rejects_a_broken_copy(compose, tmp_path, case):
+    mutate, complaint = BROKEN_COMPOSE[case]
+    broken = copy.deepcopy(compose)
+    mutate(broken)
+    path = tmp_path / "docker-compose.yml"
+    path.write_text(yaml.safe_dump(broken, sort_keys=False))
+    run = docker_compose_config(path)
+    if complaint is None:
+        assert run.returncode == 0, run.stderr
+    else:
+        assert run.returncode != 0, f"docker-compose config accepted a compose file with a {case}"
+        assert complaint in run.stderr, run.stderr
+
+
 def test_prometheus_scrapes_both_compose_workers_every_5_seconds(compose, monkeypatch):
     config = load_yaml(PROMETHEUS_YML)
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
@@ -330,6 +453,18 @@ def test_alert_rules_use_the_workers_metrics():
     for name in ("up", "ratings_consumer_lag", "ratings_dead_letters_total", "ratings_worker_state",
                  "ratings_matches_applied_total"):
         assert name in used, name
+
+
+def test_every_alert_has_a_unit_test_where_it_fires():
+    """alerts.test.yml (run by promtool in tests/test_prometheus.py) has a case where each alert fires."""
+    alerts = {rule["alert"] for group in load_yaml(DEPLOY / "prometheus" / "alerts.yml")["groups"]
+              for rule in group["rules"]}
+    tests = load_yaml(DEPLOY / "prometheus" / "alerts.test.yml")["tests"]
+    fired = {case["alertname"] for test in tests for case in test.get("alert_rule_test", []) if case["exp_alerts"]}
+    assert fired == alerts
+    # What the issue asks for: worker down, lag growing, dead letters, no matches applied, recovery too slow.
+    assert {"RatingsWorkerDown", "RatingsConsumerLagGrowing", "RatingsDeadLetters", "RatingsProcessingStalled",
+            "RatingsRecoveryTooSlow"} <= alerts
 
 
 # -- Grafana ----------------------------------------------------------------------------------
@@ -464,7 +599,7 @@ def test_grafana_provisioning_matches_compose(compose):
 
 @pytest.fixture(scope="module")
 def k8s() -> dict[tuple[str, str], dict[str, Any]]:
-    """{(kind, name): object} of every manifest in deploy/k8s (the kustomization aside)."""
+    """{(kind, name): object} of every manifest in deploy/kubernetes (the kustomization aside)."""
     objects = {}
     for path in sorted(K8S.glob("*.yaml")):
         if path.name == "kustomization.yaml":
@@ -548,9 +683,123 @@ def test_k8s_secret_template(k8s):
     assert data["RATINGS_KAFKA_PASSWORD"] == data["RATINGS_KAFKA_USERNAME"] == "CHANGE-ME"  # placeholders only
 
 
-def test_k8s_kustomization_lists_the_manifests_but_not_the_secret_template():
+def test_k8s_kustomization_lists_the_manifests_but_not_the_templates_or_the_custom_resource():
     kustomization = load_yaml(K8S / "kustomization.yaml")
-    for resource in kustomization["resources"]:
-        assert (K8S / resource).is_file()
-    assert "secret.example.yaml" not in kustomization["resources"]
+    on_disk = {path.name for path in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    # The Secret is a template; the ServiceMonitor needs the Prometheus operator's CRDs.
+    assert set(kustomization["resources"]) == on_disk - {"secret.example.yaml", "servicemonitor.yaml"}
     assert {"statefulset.yaml", "service.yaml", "configmap.yaml"} <= set(kustomization["resources"])
+
+
+# Fields of the monitoring.coreos.com/v1 ServiceMonitor that the manifest may use (a subset of the
+# operator's CRD, written here by hand: kubernetes-validate has no schema for custom resources).
+SERVICE_MONITOR_SPEC = {"selector", "endpoints", "namespaceSelector", "jobLabel", "targetLabels", "podTargetLabels"}
+SERVICE_MONITOR_ENDPOINT = {"port", "path", "scheme", "interval", "scrapeTimeout", "honorLabels", "relabelings",
+                            "metricRelabelings"}
+RELABEL_CONFIG = {"action", "sourceLabels", "separator", "targetLabel", "regex", "replacement", "modulus"}
+
+
+def _duration(text: str) -> float:
+    match = re.fullmatch(r"(\d+)(ms|s|m|h)", text)
+    assert match, f"not a Prometheus duration: {text!r}"
+    return int(match.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def test_k8s_service_monitor_scrapes_each_worker_once_as_the_alerts_expect(k8s, monkeypatch):
+    (monitor,) = [o for (kind, _), o in k8s.items() if kind == "ServiceMonitor"]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(monitor) == {"apiVersion", "kind", "metadata", "spec"}
+    spec = monitor["spec"]
+    assert set(spec) <= SERVICE_MONITOR_SPEC
+    # It selects the headless Service only (selecting ratings-api too would scrape every pod twice).
+    (sts,) = [o for (kind, _), o in k8s.items() if kind == "StatefulSet"]
+    wanted = spec["selector"]["matchLabels"]
+    selected = [name for (kind, name), o in k8s.items()
+                if kind == "Service" and wanted.items() <= o["metadata"]["labels"].items()]
+    assert selected == [sts["spec"]["serviceName"]]
+    service = k8s[("Service", selected[0])]
+    assert service["spec"]["publishNotReadyAddresses"] is True  # a restoring worker is scraped too
+    (endpoint,) = spec["endpoints"]
+    assert set(endpoint) <= SERVICE_MONITOR_ENDPOINT
+    # The named port is the Service's, which leads to the worker's web port.
+    (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    env = k8s[("ConfigMap", "ratings-worker-env")]["data"]
+    assert container_ports[port["targetPort"]] == worker_args(env, monkeypatch).web_port
+    scrape = {job["job_name"]: job for job in load_yaml(PROMETHEUS_YML)["scrape_configs"]}["ratings-workers"]
+    assert endpoint.get("path", "/metrics") == scrape.get("metrics_path", "/metrics")
+    assert _duration(endpoint["scrapeTimeout"]) < _duration(endpoint["interval"]) <= 60
+    # The job label is the one alerts.yml selects (job="ratings-workers"), not the operator's default
+    # (the Service's name); the instance label is the pod.
+    for relabel in endpoint["relabelings"]:
+        assert set(relabel) <= RELABEL_CONFIG and relabel.get("action", "replace") == "replace"
+    targets = {r["targetLabel"]: r for r in endpoint["relabelings"]}
+    assert targets["job"]["replacement"] == "ratings-workers" == scrape["job_name"]
+    assert 'job="ratings-workers"' in (DEPLOY / "prometheus" / "alerts.yml").read_text()
+    assert targets["instance"]["sourceLabels"] == ["__meta_kubernetes_pod_name"]
+
+
+# The oldest and the newest Kubernetes schemas kubernetes-validate ships (offline, in the package).
+K8S_VERSIONS = ("1.25.0", kubernetes_validate.latest_version())
+CUSTOM_RESOURCES = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_kubernetes_validate_passes_the_manifests(k8s, version):
+    failures, unchecked = [], set()
+    for (kind, name), doc in k8s.items():
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)  # strict: unknown fields are errors
+        except kubernetes_validate.SchemaNotFoundError:
+            unchecked.add((doc["apiVersion"], kind))
+        except kubernetes_validate.ValidationError as exc:
+            failures.append(f"{kind}/{name}: {exc.message} at {'.'.join(map(str, exc.path))}")
+    assert not failures, "\n".join(failures)
+    # Only the custom resource has no schema (its structure: the test above).
+    assert unchecked == CUSTOM_RESOURCES
+
+
+def _unknown_field(sts: dict[str, Any]) -> None:
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    container["readynessProbe"] = container.pop("readinessProbe")
+
+
+BROKEN_STATEFULSET = {
+    "unknown field": _unknown_field,
+    "replicas not a number": lambda sts: sts["spec"].update(replicas="two"),
+    "container without a name": lambda sts: sts["spec"]["template"]["spec"]["containers"][0].pop("name"),
+    "access modes not a list": lambda sts: sts["spec"]["volumeClaimTemplates"][0]["spec"].update(
+        accessModes="ReadWriteOnce"),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN_STATEFULSET)
+def test_kubernetes_validate_rejects_a_broken_statefulset(k8s, case):
+    (sts,) = [o for (kind, _), o in k8s.items() if kind == "StatefulSet"]
+    broken = copy.deepcopy(sts)
+    BROKEN_STATEFULSET[case](broken)
+    kubernetes_validate.validate(sts, K8S_VERSIONS[-1], strict=True)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSIONS[-1], strict=True)
+
+
+def test_kubernetes_validate_command(tmp_path):
+    """The command a user runs: `kubernetes-validate --strict deploy/kubernetes/*.yaml`."""
+    def run(*paths: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "kubernetes_validate", "--strict", *map(str, paths)],
+                              capture_output=True, text=True, timeout=120)
+
+    manifests = sorted(K8S.glob("*.yaml"))
+    good = run(*manifests)
+    output = good.stdout + good.stderr
+    assert good.returncode == 0, output
+    assert "passed for resource statefulset/ratings-worker" in output
+    assert not re.search(r"^ERROR", output, re.M)
+    # Only the kustomization and the ServiceMonitor are reported as unchecked.
+    warned = set(re.findall(r"^WARN (\S+)", output, re.M))
+    assert {Path(p).name for p in warned} == {"kustomization.yaml", "servicemonitor.yaml"}, output
+    broken = tmp_path / "statefulset.yaml"
+    broken.write_text((K8S / "statefulset.yaml").read_text().replace("readinessProbe:", "readynessProbe:"))
+    bad = run(broken)
+    assert bad.returncode != 0 and "'readynessProbe' was unexpected" in bad.stdout + bad.stderr
