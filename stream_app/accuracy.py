@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
 from typing import Sequence
 
 import numpy as np
@@ -33,6 +35,9 @@ from .engine import Match, PlayerState
 
 EXPERIENCED = 5
 MSE_MAX_PAIRS = 100_000
+_RANK = attrgetter("rank")
+_RATING = attrgetter("rating")
+_MATCHES = attrgetter("matches")
 
 
 def subset_places(ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -49,35 +54,27 @@ def subset_places(ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def count_strict_inversions(values: np.ndarray) -> int:
-    """Pairs p < q with values[p] > values[q], by bottom-up merging (NumPy)."""
+    """Pairs p < q with values[p] > values[q], one bit of the dense ranks at a time.
+
+    Before the pass of bit b the ranks are ordered by (their bits above b,
+    position); a stable sort by the bits from b up moves each rank with a 0
+    at b from index order[q] down to q, past exactly order[q] - q ranks of its
+    group with a 1 there, which precede it and are larger. A stable sort of
+    16-bit keys is a radix sort (linear), hence uint16 when the ranks fit.
+    """
     n = len(values)
     if n < 2:
         return 0
-    # Dense integer ranks keep ties equal and make a run-offset key possible.
     _, dense = np.unique(values, return_inverse=True)
-    dense = dense.astype(np.int64)
+    bits = int(dense.max()).bit_length()
+    dense = dense.astype(np.uint16 if bits <= 16 else np.int64)
+    position = np.arange(n)
     total = 0
-    width = 1
-    positions = np.arange(n)
-    while width < n:
-        run = positions // width  # run index of each element at this level
-        key = run * n + dense  # runs are sorted, so key is globally sorted
-        is_right = (run % 2) == 1
-        if is_right.any():
-            right_keys = dense[is_right]
-            right_runs = run[is_right]
-            left_runs = right_runs - 1
-            left_start = left_runs * width
-            left_len = np.minimum(width, n - left_start)
-            # Elements of the left run that are <= r: searchsorted over the
-            # globally sorted keys, relative to the left run's start.
-            not_greater = np.searchsorted(key, left_runs * n + right_keys, side="right") - left_start
-            total += int((left_len - not_greater).sum())
-        # Merge pairs of runs: sort within each run of width 2 * width.
-        merged_run = positions // (2 * width)
-        order = np.lexsort((dense, merged_run))
+    for b in range(bits - 1, -1, -1):
+        order = np.argsort(dense >> b, kind="stable")
         dense = dense[order]
-        width *= 2
+        zero = ((dense >> b) & 1) == 0
+        total += int((order - position)[zero].sum())
     return total
 
 
@@ -114,13 +111,21 @@ def mse_index(mu: np.ndarray, ranks: np.ndarray, seed: int) -> float:
         i = rng.integers(0, n, MSE_MAX_PAIRS)
         j = rng.integers(0, n - 1, MSE_MAX_PAIRS)
         j = j + (j >= i)  # uniform over j != i
-    # 1 / (1 + 10^((mu_j - mu_i) / 400)), with exp (much faster than a power of 10).
-    p_i_wins = 1.0 / (1.0 + np.exp((mu[j] - mu[i]) * _LN10_OVER_400))
+    # 1 / (1 + 10^((mu_j - mu_i) / 400)), with exp (much faster than a power
+    # of 10); in place: these are the biggest arrays of a round's metrics.
+    p_i_wins = mu[j]
+    p_i_wins -= mu[i]
+    p_i_wins *= _LN10_OVER_400
+    np.exp(p_i_wins, out=p_i_wins)
+    p_i_wins += 1.0
+    np.divide(1.0, p_i_wins, out=p_i_wins)
     # 1 if i finished ahead, 0.5 for a tie, 0 if behind.
-    outcome = 0.5 + 0.5 * np.sign(ranks[j] - ranks[i])
-    return float(np.mean((p_i_wins - outcome) ** 2))
+    p_i_wins -= _OUTCOMES[np.sign(ranks[j] - ranks[i]) + 1]
+    p_i_wins *= p_i_wins
+    return float(np.mean(p_i_wins))
 
 
+_OUTCOMES = np.array([0.0, 0.5, 1.0])
 _LN10_OVER_400 = math.log(10.0) / 400.0
 
 
@@ -140,23 +145,26 @@ class Accuracy:
     def observe(self, match: Match, prior: Sequence[PlayerState | None]) -> None:
         index = self.rounds
         self.rounds += 1
-        rated = [k for k, state in enumerate(prior) if state is not None]
+        has = [state is not None for state in prior]
+        states = list(compress(prior, has))
         row = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, float("nan")]
-        if len(rated) >= 2:
-            ranks = np.fromiter((match.participants[k].rank for k in rated), np.int64, len(rated))
-            mu = np.fromiter((prior[k].rating for k in rated), float, len(rated))  # type: ignore[union-attr]
-            played = np.fromiter((prior[k].matches for k in rated), np.int64, len(rated))  # type: ignore[union-attr]
-            for offset, mask in ((0, np.ones(len(rated), bool)), (3, played >= EXPERIENCED)):
-                if mask.sum() < 2:
-                    continue
-                lo, hi = subset_places(ranks[mask])
-                if outcome_free(lo, hi):
-                    continue
-                w, s = pair_inversion(mu[mask], lo)
-                _, d = rank_deviation(mu[mask], lo, hi)
-                row[offset], row[offset + 1], row[offset + 2] = w, s, d
-            lo, hi = subset_places(ranks)
-            if not outcome_free(lo, hi):
+        n = len(states)
+        if n >= 2:
+            ranks = np.fromiter(map(_RANK, compress(match.participants, has)), np.int64, n)
+            everyone = subset_places(ranks)
+            if not outcome_free(*everyone):
+                mu = np.fromiter(map(_RATING, states), float, n)
+                played = np.fromiter(map(_MATCHES, states), np.int64, n)
+                experienced = played >= EXPERIENCED
+                subsets = [(0, mu, everyone)]
+                if experienced.sum() >= 2:
+                    subsets.append((3, mu[experienced], subset_places(ranks[experienced])))
+                for offset, m, (lo, hi) in subsets:
+                    if outcome_free(lo, hi):
+                        continue
+                    w, s = pair_inversion(m, lo)
+                    _, d = rank_deviation(m, lo, hi)
+                    row[offset], row[offset + 1], row[offset + 2] = w, s, d
                 row[6] = mse_index(mu, ranks, seed=index)
         self.rows.append(tuple(row))  # type: ignore[arg-type]
 

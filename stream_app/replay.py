@@ -11,8 +11,11 @@ from __future__ import annotations
 import gc
 import gzip
 import io
+import queue
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -172,6 +175,46 @@ def _tune_malloc() -> None:
     mallopt(-2, 64 << 20)  # M_TOP_PAD
 
 
+@contextmanager
+def _observe_behind(ledger: Ledger) -> Iterator[None]:
+    """Run the ledger's observer on a helper thread, in match order: the
+    observer (the accuracy metrics) is mostly NumPy, which releases the GIL,
+    so it overlaps with the rating of the next matches. The prior states it
+    is given are immutable. Its first exception is raised here, at the latest
+    when the replay ends."""
+    observer = ledger.observer
+    if observer is None:
+        yield
+        return
+    pending: queue.Queue = queue.Queue(maxsize=64)  # bounds the matches held for it
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        while (item := pending.get()) is not None:
+            if not errors:
+                try:
+                    observer(*item)
+                except BaseException as exc:  # re-raised on the replaying thread
+                    errors.append(exc)
+
+    def submit(match: Match, prior: list[PlayerState | None]) -> None:
+        if errors:
+            raise errors[0]
+        pending.put((match, prior))
+
+    thread = threading.Thread(target=work, name="replay-observer", daemon=True)
+    thread.start()
+    ledger.observer = submit
+    try:
+        yield
+    finally:
+        ledger.observer = observer
+        pending.put(None)
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
 def replay(
     path: str | Path,
     ledger: Ledger,
@@ -197,30 +240,8 @@ def replay(
     if unfreeze:
         gc.set_threshold(max(thresholds[0], 100_000), *thresholds[1:])
     try:
-        for number, line in enumerate(lines, start=1):
-            report.lines = number
-            if not line.strip():
-                continue
-            try:
-                match = parse_match(line.rstrip(b"\r\n"))
-                changes = ledger.apply(match)
-            except BadEvent as exc:
-                if strict:
-                    raise ReplayError(number, exc) from None
-                report.skipped += 1
-                if len(report.problems) < 1000:
-                    report.problems.append((number, exc))
-                if on_problem is not None:
-                    on_problem(number, exc)
-                continue
-            if changes is None:
-                report.duplicates += 1
-            else:
-                report.matches += 1
-                if unfreeze:
-                    gc.freeze()
-            if number % 256 == 0:
-                bar.update()
+        with _observe_behind(ledger):
+            _replay_lines(lines, ledger, report, bar, strict, on_problem, unfreeze)
     finally:
         if unfreeze:
             gc.set_threshold(*thresholds)
@@ -230,6 +251,41 @@ def replay(
             raw.close()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _replay_lines(
+    lines: Iterator[bytes],
+    ledger: Ledger,
+    report: ReplayReport,
+    bar: _Progress,
+    strict: bool,
+    on_problem: Callable[[int, BadEvent], None] | None,
+    unfreeze: bool,
+) -> None:
+    for number, line in enumerate(lines, start=1):
+        report.lines = number
+        if not line.strip():
+            continue
+        try:
+            match = parse_match(line.rstrip(b"\r\n"))
+            changes = ledger.apply(match)
+        except BadEvent as exc:
+            if strict:
+                raise ReplayError(number, exc) from None
+            report.skipped += 1
+            if len(report.problems) < 1000:
+                report.problems.append((number, exc))
+            if on_problem is not None:
+                on_problem(number, exc)
+            continue
+        if changes is None:
+            report.duplicates += 1
+        else:
+            report.matches += 1
+            if unfreeze:
+                gc.freeze()
+        if number % 256 == 0:
+            bar.update()
 
 
 class ReplayError(RuntimeError):

@@ -192,3 +192,30 @@ def test_the_demo_sample_rates_stronger_players_higher():
         names = sorted(players)
         corr = np.corrcoef([skills[n] for n in names], [players[n].rating for n in names])[0, 1]
         assert corr > 0.7, (league, corr)
+
+
+def test_the_observer_sees_every_match_in_order_with_prior_states(tmp_path):
+    # replay() runs the observer on a helper thread: same calls, same order.
+    events = [m("x", f"m{k}", ("a", 1 + k % 2), ("b", 2 - k % 2)) for k in range(50)]
+    path = write_lines(tmp_path / "in.jsonl", events)
+    seen = []
+    ledger = Ledger()
+    ledger.observer = lambda match, prior: seen.append((match.match_id, [None if s is None else s.matches for s in prior]))
+    replay(path, ledger, progress=False)
+    assert [match_id for match_id, _ in seen] == [f"m{k}" for k in range(50)]
+    assert seen[0][1] == [None, None]
+    assert all(counts == [k, k] for k, (_, counts) in enumerate(seen) if k)
+
+
+def test_an_observer_error_stops_the_replay(tmp_path):
+    path = write_lines(tmp_path / "in.jsonl", [m("x", f"m{k}", ("a", 1), ("b", 2)) for k in range(20)])
+    ledger = Ledger()
+
+    def observer(match, prior):
+        if match.match_id == "m3":
+            raise ZeroDivisionError("observer failed")
+
+    ledger.observer = observer
+    with pytest.raises(ZeroDivisionError):
+        replay(path, ledger, progress=False)
+    assert ledger.observer is observer

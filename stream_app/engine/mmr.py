@@ -52,11 +52,15 @@ from __future__ import annotations
 
 import gc
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from .base import Match, ParamError, Params, PlayerState, RatingChange, RatingSystem, require
 from .mmr_math import TANH_MULTIPLIER, erfcx, inverse_mills, ranges, round_half_away, segment_sum, solve_decreasing
@@ -69,6 +73,35 @@ BLOCK_CELLS = 1 << 18
 DENSE_LIMIT = 1 << 18
 # Root-finding tolerance, relative to the smallest performance deviation.
 REL_TOL = 1e-7
+# Rows of a window evaluation are taken by blocks of about this many cells
+# (the work buffer then stays in the core's cache: a quarter faster).
+WINDOW_BLOCK_CELLS = 1 << 15
+# Rounds with at least this many window cells are solved in two halves, one
+# on a helper thread: NumPy releases the GIL in its loops, and handing the
+# work over costs about 0.1 ms.
+SPLIT_CELLS = 1 << 16
+
+
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+_HELPER: ThreadPoolExecutor | None = None
+_HELPER_LOCK = threading.Lock()
+
+
+def _split_rows(solve: Callable[[slice], np.ndarray], n: int, cells: int) -> np.ndarray:
+    """solve(slice(0, n)), or its two halves at once when the round is big."""
+    global _HELPER
+    if cells < SPLIT_CELLS or n < 2 or _CORES < 2:
+        return solve(slice(0, n))
+    with _HELPER_LOCK:
+        if _HELPER is None:
+            _HELPER = ThreadPoolExecutor(1, thread_name_prefix="elo-mmr")
+    half = n // 2
+    other = _HELPER.submit(solve, slice(half, n))
+    try:
+        first = solve(slice(0, half))
+    finally:
+        second = other.result()
+    return np.concatenate((first, second))
 
 
 @dataclass(frozen=True)
@@ -274,6 +307,18 @@ class _Terms:
         self.n = n
         self.m = len(self.start)
         self.width = width
+        # For net_counts: each term's members, best and worst places (the
+        # worst as -1 for a lone member, which is level with nobody else)...
+        first = self.lo_sorted[self.start]
+        last = self.lo_sorted[self.start + self.count - 1]
+        last_level = np.where(self.count > 1, last, -1)
+        self.ends = tuple(v.astype(np.int32) for v in (self.count, first, last, last_level))
+        # ...and key_sorted with a sentinel, with the length of the run of
+        # equal keys starting at each index (at run starts: where searches land).
+        self.keys = np.append(self.key_sorted, -1)
+        run_start = np.flatnonzero(new | np.append(False, self.lo_sorted[1:] != self.lo_sorted[:-1]))
+        self.runs = np.zeros(n + 1, dtype=np.int64)
+        self.runs[run_start] = np.diff(np.append(run_start, n))
 
     def windows(self, player_mu: np.ndarray, size: int | None) -> tuple[np.ndarray, np.ndarray]:
         """Each player's contiguous range of terms (the reference's subsample)."""
@@ -313,43 +358,45 @@ class _Terms:
             greater.ravel()[multi] = start + self.count[c] - right
         return less, equal, greater
 
-    def net_counts(self, lo: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(behind - ahead, level, members) of term cols[i, k] relative to
-        player i: what Elo-MMR needs of `counts`, with fewer temporaries and
-        without binary searches for most cells: a term of one or two members
-        (most of them) compares places, a larger one placed wholly ahead of
-        or behind the player counts at once; only the rest search."""
-        count = self.count.astype(np.int32)[cols]
-        lo32 = lo.astype(np.int32)
-        first = self.lo_sorted[self.start].astype(np.int32)  # each term's best place
-        d = first[cols]
-        d -= lo32[:, None]
-        multi = np.flatnonzero(count > 1)
-        if len(multi):
-            dm = d.ravel()[multi]
-        equal = d == 0
-        net = np.sign(d, out=d)
-        if len(multi):
-            c = cols.ravel()[multi]
-            rows = multi // cols.shape[1]
-            cm = count.ravel()[multi]
-            last = self.lo_sorted[self.start + self.count - 1].astype(np.int32)  # each term's worst place
-            em = last[c] - lo32[rows]
-            two = cm == 2
-            net_m = np.where(two, np.sign(dm) + np.sign(em), np.where(dm > 0, cm, np.where(em < 0, -cm, 0)))
-            eq_m = np.where(two, (dm == 0).astype(np.int32) + (em == 0), 0)
-            search = np.flatnonzero(~two & (dm <= 0) & (em >= 0))
-            if len(search):
-                cs = c[search]
-                q = cs * (self.n + 1) + lo[rows[search]]
-                left = np.searchsorted(self.key_sorted, q, side="left")
-                right = np.searchsorted(self.key_sorted, q, side="right")
-                net_m[search] = 2 * self.start[cs] + self.count[cs] - right - left
-                eq_m[search] = right - left
-            net.ravel()[multi] = net_m
-            if eq_m.any():
-                equal = equal.astype(np.int32)
-                equal.ravel()[multi] = eq_m
+    def window(self, values: np.ndarray, beg: np.ndarray, width: int) -> np.ndarray:
+        """values[min(beg_i + k, m - 1)] for k < width, row by row: rows of a
+        sliding window (contiguous copies) instead of an index per cell."""
+        padded = np.concatenate((values, np.repeat(values[-1:], width)))
+        return sliding_window_view(padded, width)[beg]
+
+    def net_counts(self, lo: np.ndarray, beg: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(behind - ahead, level, members) of term min(beg_i + k, m - 1)
+        relative to the player placed lo_i, for k < width: what Elo-MMR needs
+        of `counts`, cell by cell from the term's best and worst places
+        (exact for a term of one or two members, or one wholly ahead of or
+        behind the player); only the other cells search the term's places."""
+        count, first, last, last_level = (self.window(v, beg, width) for v in self.ends)
+        lo32 = lo.astype(np.int32)[:, None]
+        first -= lo32
+        last -= lo32
+        equal = first == 0
+        equal = equal.view(np.int8).astype(np.int32)
+        equal += last_level == lo32
+        between = first <= 0
+        between &= last >= 0
+        between &= count > 2
+        np.sign(first, out=first)
+        np.sign(last, out=last)
+        net = first
+        net += last
+        # Both ends on one side give +-2, times members / 2; one or two members: exact.
+        net *= count
+        net >>= 1
+        search = np.flatnonzero(between)
+        if len(search):
+            rows = search // width
+            c = np.minimum(beg[rows] + search % width, self.m - 1)
+            q = c * (self.n + 1) + lo[rows]
+            left = np.searchsorted(self.key_sorted, q, side="left")
+            # Members level with the player: the run of equal keys from `left`, if any.
+            level = np.where(self.keys[left] == q, self.runs[left], 0)
+            net.ravel()[search] = 2 * (self.start[c] - left) + self.count[c] - level
+            equal.ravel()[search] = level
         return net, equal, count
 
 
@@ -535,22 +582,28 @@ class EloMmr(_EloMmrBase):
 
         beg, end = terms.windows(mu, self.params.subsample_size)
         width = int((end - beg).max())
-        cols = beg[:, None] + np.arange(width)[None, :]
-        invalid = cols >= end[:, None]
-        np.minimum(cols, terms.m - 1, out=cols)
-        net, equal, count = terms.net_counts(lo, cols)
-        wc = w[cols]
-        if invalid.any():
-            wc[invalid] = 0.0
-        const = (wc * net).sum(axis=1)
-        if not split:
-            count += equal
-        coef = np.multiply(wc, count, out=wc)
-        arg = a[cols]
-        carg = terms.mu[cols]
-        carg *= arg
-        evaluate = _WindowSlope(const, coef, arg, carg)
-        return solve_decreasing(evaluate, _rank_guess(mu, lo), lo_b, hi_b, tol)
+        guess = _rank_guess(mu, lo)
+
+        def solve(rows: slice) -> np.ndarray:
+            # Rows are independent (each its own sums and Newton steps), so
+            # any split of them gives the same bits.
+            b = beg[rows]
+            net, equal, count = terms.net_counts(lo[rows], b, width)
+            wc = terms.window(w, b, width)
+            invalid = np.arange(width)[None, :] >= (end[rows] - b)[:, None]
+            if invalid.any():
+                wc[invalid] = 0.0
+            const = (wc * net).sum(axis=1)
+            if not split:
+                count += equal
+            coef = np.multiply(wc, count, out=wc)
+            arg = terms.window(a, b, width)
+            carg = terms.window(terms.mu, b, width)
+            carg *= arg
+            evaluate = _WindowSlope(const, coef, arg, carg)
+            return solve_decreasing(evaluate, guess[rows], lo_b[rows], hi_b[rows], tol)
+
+        return _split_rows(solve, terms.n, terms.n * width)
 
     def _performances_exact(self, terms, mu, lo, w, a, lo_b, hi_b, tol):
         """Every opponent: f_i(x) = C_i - F(x) - E_i(x), F shared by all players,
@@ -648,8 +701,6 @@ class EloMmr(_EloMmrBase):
             k_owner, k_p, k_a, k_w = owner, hp, ha, hw
         wn = gsig**-2.0
 
-        # The new rating: the zero of Equation 6 (increasing), by Newton on its negation.
-        evaluate = _PosteriorSlope(n, k_owner, k_p, k_a, k_w, wn, gmu, perf, new_a, new_w)
         # The zero lies between the smallest and largest factor centre.
         lo_b = np.minimum(gmu, perf)
         hi_b = np.maximum(gmu, perf)
@@ -659,7 +710,19 @@ class EloMmr(_EloMmrBase):
             first = (np.cumsum(counts) - counts)[has]
             lo_b[has] = np.minimum(lo_b[has], np.minimum.reduceat(k_p, first))
             hi_b[has] = np.maximum(hi_b[has], np.maximum.reduceat(k_p, first))
-        new_mu = solve_decreasing(evaluate, mu, lo_b, hi_b, REL_TOL * beta.min())
+        tol = REL_TOL * beta.min()
+
+        def solve(rows: slice) -> np.ndarray:
+            # The new rating: the zero of Equation 6 (increasing), by Newton on
+            # its negation. Players are independent, and their factors are
+            # grouped by player: any split gives the same bits.
+            f = slice(*np.searchsorted(k_owner, (rows.start, rows.stop)))
+            factors = (k_owner[f] - rows.start, k_p[f], k_a[f], k_w[f])
+            player = (wn[rows], gmu[rows], perf[rows], new_a[rows], new_w[rows])
+            evaluate = _PosteriorSlope(rows.stop - rows.start, *factors, *player)
+            return solve_decreasing(evaluate, mu[rows], lo_b[rows], hi_b[rows], tol)
+
+        new_mu = _split_rows(solve, n, len(k_p))
         new_sig = 1.0 / np.sqrt(sig**-2.0 + beta**-2.0)
 
         # New histories, all in one buffer: the kept factors (a suffix of the
@@ -713,12 +776,13 @@ class _WindowSlope:
     derivative, row by row, over the players still being solved (copies of
     their rows are taken once they are fewer than half; until then every
     row is evaluated, which costs less than gathering the rows still needed).
-    One work buffer serves every call."""
+    Rows go by blocks, so that the work buffer stays in cache."""
 
     def __init__(self, const, coef, arg, carg):
         self.rows = np.arange(len(const))
         self.data = (const, coef, arg, carg, coef * arg)
-        self.buf = np.empty(coef.shape)
+        self.step = max(1, WINDOW_BLOCK_CELLS // max(coef.shape[1], 1))
+        self.buf = np.empty((min(self.step, len(const)), coef.shape[1]))
         self.x = np.zeros(len(const))
 
     def __call__(self, idx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -733,14 +797,20 @@ class _WindowSlope:
             at = np.searchsorted(self.rows, idx)
             self.x[at] = x
             x = self.x
-        th = self.buf[: len(x)]
-        np.multiply(x[:, None], arg, out=th)
-        th -= carg
-        np.tanh(th, out=th)
-        f = const - np.einsum("ij,ij->i", coef, th)
-        np.multiply(th, th, out=th)
-        np.subtract(1.0, th, out=th)  # 1 - tanh^2 term by term: never negative
-        fp = -np.einsum("ij,ij->i", coef_arg, th)
+        n = len(x)
+        f = np.empty(n)
+        fp = np.empty(n)
+        for s in range(0, n, self.step):
+            e = min(n, s + self.step)
+            th = self.buf[: e - s]
+            np.multiply(x[s:e, None], arg[s:e], out=th)
+            th -= carg[s:e]
+            np.tanh(th, out=th)
+            f[s:e] = const[s:e] - np.einsum("ij,ij->i", coef[s:e], th)
+            np.multiply(th, th, out=th)
+            np.subtract(1.0, th, out=th)  # 1 - tanh^2 term by term: never negative
+            fp[s:e] = np.einsum("ij,ij->i", coef_arg[s:e], th)
+        np.negative(fp, out=fp)
         if at is not None:
             return f[at], fp[at]
         return f, fp
