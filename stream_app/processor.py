@@ -9,6 +9,7 @@ not applied again), which is why stream and replay agree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import logging
 
@@ -25,6 +26,7 @@ from .state import LEAGUES, MATCHES, PLAYERS, PartitionLedger, match_key, player
 log = logging.getLogger(__name__)
 
 
+@lru_cache(maxsize=65536)
 def league_partition(league: str, partitions: int) -> int:
     """Kafka's default partitioner (murmur2) on the league: where a league lives."""
     return (murmur2(league.encode()) & 0x7FFFFFFF) % partitions

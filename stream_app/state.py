@@ -87,6 +87,12 @@ def resolve(record: bytes | None, checkpoint: Checkpoint) -> Any:
 # Reads a stored record: (table, key) -> bytes or None.
 Reader = Callable[[str, bytes], "bytes | None"]
 
+# Committed values of these tables stay cached between batches (read again, batch
+# after batch); other keys (match ids: read once, to find a duplicate) only within one.
+CACHED_TABLES = (PLAYERS, LEAGUES)
+CACHE_LIMIT = 50_000  # entries per partition; the cache starts over when full
+_MISSING = object()
+
 
 class PartitionLedger:
     """One partition's committed state plus the overlay of the batch in progress."""
@@ -97,6 +103,10 @@ class PartitionLedger:
         self.read = reader
         self.overlay: dict[tuple[str, bytes], Any] = {}
         self.offsets: dict[str, int] = {}  # offsets seen in the batch in progress
+        # Committed values already read (decoded). Only this ledger commits this
+        # partition's state while it lives, so they stay true until it commits them anew.
+        self.cache: dict[tuple[str, bytes], Any] = {}
+        self.reads: dict[tuple[str, bytes], Any] = {}  # the same, for this batch only
 
     @classmethod
     def take_up(cls, partition: int, reader: Reader) -> tuple["PartitionLedger", bytes]:
@@ -115,7 +125,18 @@ class PartitionLedger:
         try:
             return self.overlay[(table, key)]
         except KeyError:
-            return resolve(self.read(table, key), self.checkpoint)
+            return self.committed_value(table, key)
+
+    def committed_value(self, table: str, key: bytes) -> Any:
+        """The value of a key as of the last checkpoint (None: none)."""
+        memo = self.cache if table in CACHED_TABLES else self.reads
+        value = memo.get((table, key), _MISSING)
+        if value is _MISSING:
+            value = resolve(self.read(table, key), self.checkpoint)
+            if len(memo) >= CACHE_LIMIT:
+                memo.clear()
+            memo[(table, key)] = value
+        return value
 
     def put(self, table: str, key: bytes, value: Any) -> None:
         self.overlay[(table, key)] = value
@@ -141,7 +162,7 @@ class PartitionLedger:
         batch = self.checkpoint.batch + 1
         writes = []
         for (table, key), value in self.overlay.items():
-            before = resolve(self.read(table, key), self.checkpoint)
+            before = self.committed_value(table, key)
             writes.append((table, key, orjson.dumps({"s": value, "b": batch, "p": before})))
         after = Checkpoint(batch, list(self.checkpoint.aborted), {**self.checkpoint.offsets, **self.offsets})
         return writes, after.encode()
@@ -149,7 +170,13 @@ class PartitionLedger:
     def committed(self, checkpoint_record: bytes) -> None:
         """The checkpoint is acknowledged: the overlay is now the committed state."""
         self.checkpoint = Checkpoint.decode(checkpoint_record)
+        for (table, key), value in self.overlay.items():
+            if table in CACHED_TABLES:
+                if len(self.cache) >= CACHE_LIMIT:
+                    self.cache.clear()
+                self.cache[(table, key)] = value
         self.overlay.clear()
+        self.reads.clear()
         self.offsets.clear()
 
 

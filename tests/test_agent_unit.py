@@ -25,19 +25,17 @@ async def worker(tmp_path):
     sent: list[tuple[str, bytes, bytes]] = []
     changelog: list[tuple[str, int, bytes, bytes]] = []
 
-    class Producer:
-        async def send(self, topic, key, value, partition, timestamp, headers):
-            sent.append((topic, key, value))
-            future = asyncio.get_running_loop().create_future()
-            future.set_result(None)
-            return future
+    async def send_outputs(outputs):
+        sent.extend((w.output_topics[out.kind], out.key, out.value) for out in outputs)
+        return []
 
     async def write(partition, writes):
         for table, key, value in writes:
             changelog.append((table, partition, key, value))
             w._db(table, partition).put(key, value)
+        return {}
 
-    w.app._producer = Producer()
+    w._send_outputs = send_outputs
     w._write = write
     w.sent, w.changelog = sent, changelog
     yield w
