@@ -142,3 +142,31 @@ def test_local_tables_are_kept_after_a_clean_stop_and_wiped_after_a_crash(tmp_pa
     assert not (tmp_path / "data" / worker_module.CLEAN_MARKER).exists()  # consumed: the next stop must earn it again
     crashed = RatingsWorker(settings)  # no marker: the run before did not stop cleanly
     assert crashed.wiped is True and not tables.exists()
+
+
+async def test_standings_are_cached_until_the_league_partition_commits_again(worker):
+    import types
+
+    from stream_app.worker import InputRecord
+
+    topic = worker.settings.match_topic
+    docs = [{"league": "chess", "match_id": str(i), "participants": [
+        {"player": f"p{i}", "rank": 1}, {"player": f"p{i + 1}", "rank": 2}]} for i in range(3)]
+
+    def delivered(offset):
+        record = InputRecord(topic, 0, offset, b"chess", orjson.dumps(docs[offset]), 1.0)
+        return types.SimpleNamespace(message=record)
+
+    def replayed(count):
+        ledger = Ledger(LeagueConfig.from_toml(CONFIG))
+        for doc in docs[:count]:
+            ledger.apply(parse_match(doc))
+        states = ledger.leagues["chess"]
+        return sorted(((p, s.rating, s.matches) for p, s in states.items()), key=lambda r: (-r[1], r[0]))
+
+    await worker.process_batch([delivered(0), delivered(1)])
+    first = worker.standings("chess")
+    assert first == replayed(2)
+    assert worker.standings("chess") is first  # nothing committed since: the same rows
+    await worker.process_batch([delivered(2)])
+    assert worker.standings("chess") == replayed(3) != first
