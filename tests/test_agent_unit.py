@@ -170,3 +170,26 @@ async def test_standings_are_cached_until_the_league_partition_commits_again(wor
     assert worker.standings("chess") is first  # nothing committed since: the same rows
     await worker.process_batch([delivered(2)])
     assert worker.standings("chess") == replayed(3) != first
+
+
+async def test_a_batch_of_heavy_events_is_applied_in_checkpointed_parts(worker):
+    import types
+
+    from stream_app.worker import InputRecord
+
+    topic = worker.settings.match_topic
+    docs = [{"league": "kart", "match_id": str(i), "participants": [
+        {"player": f"p{j}", "rank": 1 + (i + j) % 5} for j in range(40)]} for i in range(5)]
+    lines = [orjson.dumps(doc) for doc in docs]
+    worker.settings.batch_max_bytes = len(lines[0]) * 2  # two events per part
+    events = [types.SimpleNamespace(message=InputRecord(topic, 0, i, b"kart", line, 1.0)) for i, line in enumerate(lines)]
+    before = sum(table == "checkpoints" for table, *_ in worker.changelog)
+    await worker.process_batch(events)
+    checkpoints = [orjson.loads(v) for table, _, _, v in worker.changelog if table == "checkpoints"][before:]
+    # A take-up record, then one checkpoint per part: events 0-1, 2-3, 4.
+    assert [c["offsets"].get(topic) for c in checkpoints] == [None, 1, 3, 4]
+    ledger = Ledger(LeagueConfig.from_toml(CONFIG))
+    for line in lines:
+        ledger.apply(parse_match(line))
+    for player, state in ledger.leagues["kart"].items():
+        assert worker.player_record("kart", player) == state.to_dict()
