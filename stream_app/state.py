@@ -94,6 +94,12 @@ CACHE_LIMIT = 50_000  # entries per partition; the cache starts over when full
 _MISSING = object()
 
 
+def _remember(memo: dict, key: tuple[str, bytes], value: Any) -> None:
+    if len(memo) >= CACHE_LIMIT:  # bounded: start over rather than track recency
+        memo.clear()
+    memo[key] = value
+
+
 class PartitionLedger:
     """One partition's committed state plus the overlay of the batch in progress."""
 
@@ -133,9 +139,7 @@ class PartitionLedger:
         value = memo.get((table, key), _MISSING)
         if value is _MISSING:
             value = resolve(self.read(table, key), self.checkpoint)
-            if len(memo) >= CACHE_LIMIT:
-                memo.clear()
-            memo[(table, key)] = value
+            _remember(memo, (table, key), value)
         return value
 
     def put(self, table: str, key: bytes, value: Any) -> None:
@@ -172,9 +176,7 @@ class PartitionLedger:
         self.checkpoint = Checkpoint.decode(checkpoint_record)
         for (table, key), value in self.overlay.items():
             if table in CACHED_TABLES:
-                if len(self.cache) >= CACHE_LIMIT:
-                    self.cache.clear()
-                self.cache[(table, key)] = value
+                _remember(self.cache, (table, key), value)
         self.overlay.clear()
         self.reads.clear()
         self.offsets.clear()

@@ -25,6 +25,7 @@ from faust.types import TP
 from faust.web import Request, Response, View
 
 from . import metrics
+from .client import RatingsClient, bootstrap_servers
 from .config import LeagueConfig
 from .events import MAX_EVENT_BYTES
 from .processor import Processor, league_partition
@@ -397,8 +398,6 @@ class RatingsWorker:
         return [*skipped, message]
 
     def _kafka_options(self) -> dict[str, Any]:
-        from .client import bootstrap_servers
-
         options: dict[str, Any] = {"bootstrap_servers": bootstrap_servers(self.settings.broker)}
         if self.settings.security is not None:
             options.update(self.settings.security.aiokafka_kwargs())
@@ -515,11 +514,12 @@ class RatingsWorker:
         producer = self.app.producer._ensure_producer()
         groups: dict[tuple[str, int], list[tuple[bytes, bytes]]] = {}
         partitions: dict[tuple[str, bytes], int] = {}
+        for topic in {self.output_topics[out.kind] for out in outputs}:
+            await producer.client._wait_on_metadata(topic)  # the partitioner needs each topic's partition count
         for out in outputs:
             topic = self.output_topics[out.kind]
             partition = partitions.get((topic, out.key))
             if partition is None:
-                await producer.client._wait_on_metadata(topic)
                 partition = partitions[(topic, out.key)] = producer._partition(topic, None, out.key, out.value,
                                                                                out.key, out.value)
             groups.setdefault((topic, partition), []).append((out.key, out.value))
@@ -800,8 +800,6 @@ def _error(view: View, status: int, message: str) -> Response:
 async def ensure_topics(settings: Settings) -> None:
     """Create the topics if missing, and refuse to run on topics whose partition
     counts differ from --partitions (leagues would map to the wrong partitions)."""
-    from .client import RatingsClient
-
     client = RatingsClient(
         settings.broker,
         match_topic=settings.match_topic,
