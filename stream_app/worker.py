@@ -2,9 +2,11 @@
 PartitionLedger (state protocol), plus the HTTP API and metrics.
 
 Input: `match-results` (key = league) and `<match-results>-by-league` (events
-found on the wrong partition, re-keyed). One agent consumes both in batches;
-each batch ends with a checkpoint (see stream_app/state.py) before its input
-events are acknowledged.
+found on the wrong partition, re-keyed). Faust's consumer group decides which
+worker owns which partitions and restores their tables; the records of the
+owned partitions are read in batches by the worker's own consumer
+(stream_app/intake.py), starting after each partition's checkpoint, and each
+batch ends with a checkpoint (see stream_app/state.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from . import metrics
 from .client import RatingsClient, bootstrap_servers
 from .config import LeagueConfig
 from .events import MAX_EVENT_BYTES
+from .intake import Intake
 from .processor import Processor, league_partition
 from .state import CHECKPOINT_KEY, CHECKPOINTS, LEAGUES, PLAYERS, STATE_TABLES, Checkpoint, PartitionLedger, iter_committed, league_prefix, player_key, resolve
 
@@ -55,9 +58,10 @@ class Settings:
     advertised_url: str | None = None  # how other workers reach this one (default http://web_host:web_port)
     config_path: str | None = None
     app_id: str = "ratings"
-    batch_max: int = 2000
+    batch_max: int = 2000  # input records taken at once
     batch_max_bytes: int = 2 * 1024 * 1024  # input applied between two checkpoints (see process_batch)
-    batch_window: float = 0.05
+    batch_wait: float = 0.1  # longest wait for input when there is none
+    stop_timeout: float = 30.0  # a batch in progress gets this long to finish at a rebalance or stop
     session_timeout: float = 10.0
     heartbeat_interval: float = 1.0
     security: Any = None  # stream_app.security.KafkaSecurity
@@ -87,7 +91,7 @@ class InputRecord:
     offset: int
     key: bytes | None
     value: bytes | None
-    timestamp: float | None  # seconds, as Faust's messages have it
+    timestamp: int | None  # milliseconds, as aiokafka's records have it
 
 
 async def read_range(options: dict[str, Any], topic: str, partition: int, start: int, end: int,
@@ -108,7 +112,7 @@ async def read_range(options: dict[str, Any], topic: str, partition: int, start:
                 raise TimeoutError(f"reading {topic}[{partition}] offsets {start} to {end - 1}: not all arrived in {timeout:.0f} s")
             batch = await consumer.getmany(tp, timeout_ms=500)
             records += [
-                InputRecord(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp / 1000 if r.timestamp else None)
+                InputRecord(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp)
                 for r in batch.get(tp, ()) if r.offset < end
             ]
         return records
@@ -126,7 +130,8 @@ class RatingsWorker:
         self._prepare_local_state(Path(self.app.conf.tabledir))
         self.processor = Processor(self.config, settings.partitions, settings.match_topic, settings.forward_topic)
         self.ledgers: dict[int, PartitionLedger] = {}
-        self.positions_ready = False  # tables recovered: checkpoints say where input resumes
+        self.intake = Intake(self._kafka_options(), self._apply_input, self._input_position, settings.batch_max,
+                             wait_ms=int(settings.batch_wait * 1000))
         self.started_at = time.time()
         self.first_applied_at: float | None = None
         self.applied_total = 0
@@ -190,7 +195,8 @@ class RatingsWorker:
         if s.security is not None:
             options.update(s.security.faust_settings())
         options.update(s.extra)
-        app = faust.App(s.app_id, **options)
+        app = _App(s.app_id, **options)
+        app.before_stop = self._stop_input
         topic = dict(partitions=s.partitions, key_serializer="raw", value_serializer="raw", internal=False)
         self.source = app.topic(s.match_topic, **topic)
         self.forward = app.topic(s.forward_topic, **topic)
@@ -205,12 +211,16 @@ class RatingsWorker:
             options=ROCKSDB_OPTIONS,
         )
         self.tables = {name: app.Table(name, **table) for name in (*STATE_TABLES, CHECKPOINTS)}
-        channel = app.topic(s.match_topic, s.forward_topic, **topic)
+        # The agent subscribes the group to the input topics, which is how Faust
+        # assigns partitions and their tables; the records themselves are read by
+        # self.intake (Faust never fetches them for the agent: see _keep_input_to_intake).
+        channel = app.topic(s.match_topic, s.forward_topic, acks=False, **topic)
         app.agent(channel, name="apply")(self._agent)
         app.on_partitions_revoked.connect(self._on_revoked)
         app.on_partitions_assigned.connect(self._on_assigned)
         app.on_rebalance_complete.connect(self._on_recovered)
         app.timer(2.0)(self._refresh_gauges)
+        app.timer(5.0)(self._commit_input_offsets)
         app.task(self._install_task_dump)
         self._routes(app)
         global _FAUST_SENSORS
@@ -243,8 +253,10 @@ class RatingsWorker:
         loop.add_signal_handler(_signal.SIGUSR1, dump)
 
     async def _on_revoked(self, app: Any, revoked: set[TP], **_: Any) -> None:
+        # Faust waits for this before the group moves on, so the next owner of a
+        # partition cannot start before this worker's batch in progress is done.
+        await self.intake.pause(self.settings.stop_timeout)
         self.ledgers.clear()
-        self.positions_ready = False
         metrics.set_state("recovering")
         # Gauges of partitions and leagues this worker may no longer own: the
         # timer sets them again for what it owns after the rebalance.
@@ -252,52 +264,56 @@ class RatingsWorker:
         metrics.PLAYERS.clear()
 
     async def _on_assigned(self, app: Any, assigned: set[TP], **_: Any) -> None:
+        await self.intake.pause(self.settings.stop_timeout)
         self.ledgers.clear()
-        self.positions_ready = False
-        self._resume_input_at_checkpoints()
+        self._keep_input_to_intake()
         mine = {tp for tp in assigned if tp.topic == self.settings.match_topic}
         metrics.ASSIGNED_PARTITIONS.set(len(mine))
 
     async def _on_recovered(self, app: Any, **_: Any) -> None:
-        # Sent once the tables are restored, before Faust positions the input.
-        self.positions_ready = True
-
-    def _resume_input_at_checkpoints(self) -> None:
-        """Make Faust position input partitions where their checkpoints say, not
-        at the group's committed offsets.
-
-        Faust may commit input offsets past the last checkpoint (it counts
-        offsets it skipped as acknowledged, and takes the first run of
-        acknowledged offsets even when it does not start at the committed
-        one), so a new owner starting at the committed offset could skip
-        matches. The checkpoint, restored with the tables, is the truth: every
-        time Faust seeks to "committed" offsets (after recovery, or when its
-        flow is paused) the input partitions go to the record after their
-        checkpoint instead."""
-        consumer = self.app.consumer
-        if getattr(consumer, "_ratings_positions", False):
-            return
-        seek_to_committed = consumer.seek_to_committed
+        # Sent once the tables are restored: the checkpoints say where input resumes.
         inputs = (self.settings.match_topic, self.settings.forward_topic)
+        owned = [(tp.topic, tp.partition) for tp in self.app.assignor.assigned_actives() if tp.topic in inputs]
+        await self.intake.resume(owned)
+        log.info("taking input from %d partitions after their checkpoints", len(owned))
 
-        async def seek_to_checkpoints() -> dict[TP, int]:
-            positions = dict(await seek_to_committed())
-            if not self.positions_ready:
-                return positions
-            actives = self.app.assignor.assigned_actives()
-            for tp, committed in list(positions.items()):
-                if tp.topic not in inputs or tp not in actives:
-                    continue
-                done = self._checkpoint(tp.partition).offsets.get(tp.topic)
-                if done is not None and done + 1 != committed:
-                    log.info("input %s[%d]: resuming at %d after the checkpoint (group committed %s)",
-                             tp.topic, tp.partition, done + 1, committed)
-                    await self._seek_input(tp, done + 1)
-                    positions[tp] = done + 1
-            return positions
+    async def _stop_input(self) -> None:
+        await self.intake.stop(self.settings.stop_timeout)
 
-        consumer.seek_to_committed = seek_to_checkpoints
-        consumer._ratings_positions = True
+    def _input_position(self, topic: str, partition: int) -> int | None:
+        """Where input resumes: the record after the partition's checkpoint (None: its beginning)."""
+        done = self._checkpoint(partition).offsets.get(topic)
+        return None if done is None else done + 1
+
+    def _keep_input_to_intake(self) -> None:
+        """Faust's consumer never makes an input partition active (so never fetches
+        records of it for the agent): they go to the intake only."""
+        consumer = self.app.consumer
+        if getattr(consumer, "_ratings_inputs_kept", False):
+            return
+        inputs = (self.settings.match_topic, self.settings.forward_topic)
+        resume_partitions = consumer.resume_partitions
+
+        def resume_all_but_input(tps: Any) -> None:
+            resume_partitions({tp for tp in tps if tp.topic not in inputs})
+
+        consumer.resume_partitions = resume_all_but_input
+        consumer._ratings_inputs_kept = True
+
+    async def _commit_input_offsets(self) -> None:
+        """Commit each owned input partition's checkpoint to the consumer group, so
+        Kafka's own tools show the group's position and lag (the worker itself
+        resumes from its checkpoints, never from these)."""
+        if not self.ready() or not self.ledgers:
+            return
+        offsets = {}
+        for partition, ledger in list(self.ledgers.items()):
+            for topic, done in ledger.checkpoint.offsets.items():
+                offsets[TP(topic, partition)] = done + 1
+        try:
+            await self.app.consumer._commit(offsets)
+        except Exception as exc:  # visibility only: never worth failing for
+            log.debug("committing input offsets to the group failed: %s", exc)
 
     # -- storage access -------------------------------------------------------------
 
@@ -366,36 +382,22 @@ class RatingsWorker:
             futures.append(_counted(await producer.send_batch(builder, topic, partition=partition), count))
         return futures
 
-    async def _seek_input(self, tp: TP, offset: int) -> None:
-        """Seek an input partition, in the thread that owns the Kafka consumer.
+    async def _records_to_apply(self, ledger: PartitionLedger, record: Any) -> list[Any]:
+        """The record, preceded by any records of its partition that input skipped.
 
-        (Faust's own `Consumer.seek` calls aiokafka's from the event loop's
-        thread, while the consumer lives in a thread of its own.)"""
-        thread = self.app.consumer._thread
-
-        async def seek() -> None:
-            thread._ensure_consumer().seek(tp, offset)
-
-        await thread.call_thread(seek)
-
-    async def _records_to_apply(self, ledger: PartitionLedger, message: Any) -> list[Any]:
-        """The record, preceded by any records of its partition that Faust skipped.
-
-        Faust can deliver input past the checkpoint: its fetch loop drops
-        records fetched around a rebalance and counts offsets it jumps over as
-        acknowledged, so its positions are not ours to trust. (Seeking its
-        consumer back was tried: the fetcher then stalled on every partition.)
-        Records missing between the checkpoint and this one are read directly
-        from the broker, in order, and applied first. Nothing is lost; what
-        Faust delivers again later is at or below the checkpoint and skipped."""
-        expected = ledger.next_offset(message.topic)
-        if expected is None or message.offset <= expected:
-            return [message]
+        The intake starts each partition right after its checkpoint, so this is
+        a safety net: a record past the next expected offset means the consumer
+        jumped (earlier versions read input through Faust, whose fetch loop
+        dropped records around rebalances). The missing records are read
+        directly from the broker, in order, and applied first."""
+        expected = ledger.next_offset(record.topic)
+        if expected is None or record.offset <= expected:
+            return [record]
         log.warning("input %s[%d] arrived at offset %d, past the checkpoint (next %d): reading %d skipped records",
-                    message.topic, message.partition, message.offset, expected, message.offset - expected)
+                    record.topic, record.partition, record.offset, expected, record.offset - expected)
         metrics.INPUT_GAPS.inc()
-        skipped = await read_range(self._kafka_options(), message.topic, message.partition, expected, message.offset)
-        return [*skipped, message]
+        skipped = await read_range(self._kafka_options(), record.topic, record.partition, expected, record.offset)
+        return [*skipped, record]
 
     def _kafka_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"bootstrap_servers": bootstrap_servers(self.settings.broker)}
@@ -429,50 +431,53 @@ class RatingsWorker:
     # -- processing -----------------------------------------------------------------
 
     async def _agent(self, stream: Any) -> None:
+        # Subscribes the input topics (see _build_app); input partitions are never
+        # active in Faust's consumer, so nothing arrives here.
+        async for event in stream.events():
+            log.error("input record %s[%d]@%d reached the Faust agent: ignored (the intake applies input)",
+                      event.message.topic, event.message.partition, event.message.offset)
+
+    async def _apply_input(self, records: list[Any]) -> None:
+        """A batch from the intake. If it fails (or is cancelled) part-way, the
+        partitions' ledgers are dropped: their next batch takes the partition up
+        anew, which leaves this batch's writes uncommitted (stream_app/state.py),
+        and the intake goes back to the checkpoints."""
         try:
-            async for events in stream.take_events(self.settings.batch_max, within=self.settings.batch_window):
-                await self.process_batch(events)
-                self.phase = "waiting for a batch"
+            await self.process_batch(records)
         except BaseException:
-            # take_events acks a batch's events in its `finally`, also when the
-            # batch was interrupted (a stop cancels the agent mid-batch); Faust
-            # would then commit offsets past the last checkpoint and the next
-            # owner would skip those matches. Events of an unfinished batch must
-            # stay unacknowledged, so acks are switched off before that runs.
-            async def keep_unacked(event: Any) -> bool:
-                return False
-
-            stream.ack = keep_unacked
+            self.ledgers.clear()
             raise
+        finally:
+            self.phase = "waiting for a batch"
 
-    async def process_batch(self, events: list[Any]) -> None:
-        """Apply a batch taken from the stream, in parts of about `batch_max_bytes`
-        of input, each checkpointed. The batch is bounded by events, not by work:
-        2,000 rounds of thousands of participants would otherwise hold the event
-        loop for minutes with nothing checkpointed. The input is acknowledged
-        after the whole batch, which is always safe."""
+    async def process_batch(self, records: list[Any]) -> None:
+        """Apply a batch of input records (in order per partition), in parts of
+        about `batch_max_bytes` of input, each checkpointed. A batch is bounded by
+        records, not by work: 2,000 rounds of thousands of participants would
+        otherwise hold the event loop for minutes with nothing checkpointed."""
         start, size = 0, 0
-        for i, event in enumerate(events):
-            size += len(event.message.value or b"")
-            if size >= self.settings.batch_max_bytes and i + 1 < len(events):
-                await self._apply_part(events[start : i + 1])
+        for i, record in enumerate(records):
+            size += len(record.value or b"")
+            if size >= self.settings.batch_max_bytes and i + 1 < len(records):
+                await self._apply_part(records[start : i + 1])
                 start, size = i + 1, 0
-        await self._apply_part(events[start:])
+        await self._apply_part(records[start:])
 
-    async def _apply_part(self, events: list[Any]) -> None:
+    async def _apply_part(self, records: list[Any]) -> None:
         started = time.perf_counter()
         outputs: list = []
         touched: dict[int, PartitionLedger] = {}
         applied: list = []
-        self.phase = f"applying a batch of {len(events)}"
-        for event in events:
-            message = event.message
-            if message.partition not in self.ledgers:
-                self.phase = f"taking up partition {message.partition}"
-            ledger = await self._ledger(message.partition)
-            self.phase = f"applying a batch of {len(events)}"
-            touched[message.partition] = ledger
-            for record in await self._records_to_apply(ledger, message):
+        self.phase = f"applying a batch of {len(records)}"
+        for received in records:
+            partition = received.partition
+            ledger = touched.get(partition)
+            if ledger is None:
+                if partition not in self.ledgers:
+                    self.phase = f"taking up partition {partition}"
+                ledger = touched[partition] = await self._ledger(partition)
+                self.phase = f"applying a batch of {len(records)}"
+            for record in await self._records_to_apply(ledger, received):
                 self._apply_record(ledger, record, outputs, applied)
         # Outputs first: once a checkpoint says a match is applied, its events are out.
         if outputs:
@@ -528,7 +533,7 @@ class RatingsWorker:
             futures += await self._send_batches(topic, partition, records)
         return futures
 
-    def _observe(self, applied: list[tuple[Any, float | None]], now: float) -> None:
+    def _observe(self, applied: list[tuple[Any, int | None]], now: float) -> None:
         """Metrics of a batch's applied matches: counters once per league, not per match."""
         if not applied:
             return
@@ -548,7 +553,7 @@ class RatingsWorker:
             counts[0] += 1
             counts[1] += len(item.changes)
             counts[2] = item.league_players
-            origin = item.match.time if item.match.time is not None else timestamp
+            origin = item.match.time if item.match.time is not None else (timestamp / 1000 if timestamp else None)
             if origin is not None:
                 latencies.setdefault(algorithm, []).append(max(0.0, now - origin))
             sizes.setdefault(algorithm, []).extend(abs(c.after.rating - c.before.rating) for c in item.changes)
@@ -780,6 +785,17 @@ class RatingsWorker:
             orjson.dumps({"league": league, "player": player, "algorithm": record["algorithm"], **public}),
             content_type="application/json",
         )
+
+
+class _App(faust.App):
+    """Faust's app with a hook that runs before it stops its consumer and tables."""
+
+    before_stop: Any = None  # async () -> None
+
+    async def on_stop(self) -> None:
+        if self.before_stop is not None:
+            await self.before_stop()
+        await super().on_stop()
 
 
 @dataclass

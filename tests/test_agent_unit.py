@@ -19,7 +19,7 @@ CONFIG = '[default]\nalgorithm = "elo"\n[leagues."kart*"]\nalgorithm = "elo-pair
 async def worker(tmp_path):
     config = tmp_path / "leagues.toml"
     config.write_text(CONFIG)
-    w = RatingsWorker(Settings(data_dir=tmp_path / "data", partitions=1, config_path=str(config), batch_window=0.01))
+    w = RatingsWorker(Settings(data_dir=tmp_path / "data", partitions=1, config_path=str(config)))
     w.app.loop = asyncio.get_running_loop()
     w.app.finalize()
     sent: list[tuple[str, bytes, bytes]] = []
@@ -44,6 +44,14 @@ async def worker(tmp_path):
             db.close()
 
 
+def assert_state_is_the_replay(worker, lines, league):
+    ledger = Ledger(LeagueConfig.from_toml(CONFIG))
+    for line in lines:
+        ledger.apply(parse_match(line))
+    for player, state in ledger.leagues[league].items():
+        assert worker.player_record(league, player) == state.to_dict()
+
+
 def events():
     return [
         {"league": "chess", "match_id": "1", "participants": [{"player": "a", "rank": 1}, {"player": "b", "rank": 2}]},
@@ -53,16 +61,12 @@ def events():
     ]
 
 
-async def test_agent_applies_a_batch_publishes_changes_and_checkpoints(worker):
-    agent = worker.app.agents["apply"]
-    async with agent.test_context() as context:
-        for event in events():
-            await context.put(orjson.dumps(event), key=event["league"].encode())
-        await context.put(b"not json", key=b"chess")
-        for _ in range(100):
-            if any(table == "checkpoints" for table, *_ in worker.changelog[1:]) and len(worker.sent) >= 9:
-                break
-            await asyncio.sleep(0.05)
+async def test_a_batch_is_applied_published_and_checkpointed(worker):
+    from stream_app.worker import InputRecord
+
+    topic = worker.settings.match_topic
+    lines = [orjson.dumps(event) for event in events()] + [b"not json"]
+    await worker.process_batch([InputRecord(topic, 0, i, b"chess", line, 1000) for i, line in enumerate(lines)])
     ledger = Ledger(LeagueConfig.from_toml(CONFIG))
     for event in events():
         ledger.apply(parse_match(event))
@@ -85,10 +89,9 @@ async def test_agent_applies_a_batch_publishes_changes_and_checkpoints(worker):
 
 
 async def test_input_skipped_by_the_consumer_is_read_directly_and_applied_in_order(worker, monkeypatch):
-    """Faust can deliver a record past the checkpoint (it skipped some around a
-    rebalance): the worker reads the skipped ones from the broker and applies
-    them first, so the state is still exactly the replay of every event."""
-    import types
+    """A record past the checkpoint (input jumped): the worker reads the skipped
+    ones from the broker and applies them first, so the state is still exactly
+    the replay of every event."""
 
     import stream_app.worker as worker_module
     from stream_app import metrics
@@ -99,7 +102,7 @@ async def test_input_skipped_by_the_consumer_is_read_directly_and_applied_in_ord
             {"player": "ab"[i % 2], "rank": 1}, {"player": "cd"[i % 2], "rank": 2}]})
         for i in range(6)
     ]
-    log = [worker_module.InputRecord(topic, 0, offset, b"chess", line, 1.0) for offset, line in enumerate(lines)]
+    log = [worker_module.InputRecord(topic, 0, offset, b"chess", line, 1000) for offset, line in enumerate(lines)]
     reads = []
 
     async def read_range(options, topic_, partition, start, end, timeout=60.0):
@@ -109,8 +112,7 @@ async def test_input_skipped_by_the_consumer_is_read_directly_and_applied_in_ord
     monkeypatch.setattr(worker_module, "read_range", read_range)
 
     def delivered(offset):
-        record = log[offset]
-        return types.SimpleNamespace(message=types.SimpleNamespace(**vars(record)))
+        return log[offset]
 
     gaps_before = metrics.INPUT_GAPS._value.get()
     await worker.process_batch([delivered(0), delivered(1)])
@@ -118,11 +120,7 @@ async def test_input_skipped_by_the_consumer_is_read_directly_and_applied_in_ord
     await worker.process_batch([delivered(3)])  # a late redelivery: already applied
     assert reads == [(topic, 0, 2, 5)]
     assert metrics.INPUT_GAPS._value.get() == gaps_before + 1
-    ledger = Ledger(LeagueConfig.from_toml(CONFIG))
-    for line in lines:
-        ledger.apply(parse_match(line))
-    for player, state in ledger.leagues["chess"].items():
-        assert worker.player_record("chess", player) == state.to_dict()
+    assert_state_is_the_replay(worker, lines, "chess")
     assert worker.league_record("chess")["matches"] == 6
     assert worker.applied_total == 6
 
@@ -145,7 +143,6 @@ def test_local_tables_are_kept_after_a_clean_stop_and_wiped_after_a_crash(tmp_pa
 
 
 async def test_standings_are_cached_until_the_league_partition_commits_again(worker):
-    import types
 
     from stream_app.worker import InputRecord
 
@@ -154,8 +151,7 @@ async def test_standings_are_cached_until_the_league_partition_commits_again(wor
         {"player": f"p{i}", "rank": 1}, {"player": f"p{i + 1}", "rank": 2}]} for i in range(3)]
 
     def delivered(offset):
-        record = InputRecord(topic, 0, offset, b"chess", orjson.dumps(docs[offset]), 1.0)
-        return types.SimpleNamespace(message=record)
+        return InputRecord(topic, 0, offset, b"chess", orjson.dumps(docs[offset]), 1000)
 
     def replayed(count):
         ledger = Ledger(LeagueConfig.from_toml(CONFIG))
@@ -173,7 +169,6 @@ async def test_standings_are_cached_until_the_league_partition_commits_again(wor
 
 
 async def test_a_batch_of_heavy_events_is_applied_in_checkpointed_parts(worker):
-    import types
 
     from stream_app.worker import InputRecord
 
@@ -182,9 +177,9 @@ async def test_a_batch_of_heavy_events_is_applied_in_checkpointed_parts(worker):
         {"player": f"p{j}", "rank": 1 + (i + j) % 5} for j in range(40)]} for i in range(5)]
     lines = [orjson.dumps(doc) for doc in docs]
     worker.settings.batch_max_bytes = len(lines[0]) * 2  # two events per part
-    events = [types.SimpleNamespace(message=InputRecord(topic, 0, i, b"kart", line, 1.0)) for i, line in enumerate(lines)]
+    records = [InputRecord(topic, 0, i, b"kart", line, 1000) for i, line in enumerate(lines)]
     before = sum(table == "checkpoints" for table, *_ in worker.changelog)
-    await worker.process_batch(events)
+    await worker.process_batch(records)
     checkpoints = [orjson.loads(v) for table, _, _, v in worker.changelog if table == "checkpoints"][before:]
     # A take-up record, then one checkpoint per part: events 0-1, 2-3, 4.
     assert [c["offsets"].get(topic) for c in checkpoints] == [None, 1, 3, 4]
@@ -193,3 +188,30 @@ async def test_a_batch_of_heavy_events_is_applied_in_checkpointed_parts(worker):
         ledger.apply(parse_match(line))
     for player, state in ledger.leagues["kart"].items():
         assert worker.player_record("kart", player) == state.to_dict()
+
+
+async def test_a_failed_batch_leaves_nothing_applied_and_is_applied_once_when_read_again(worker):
+    """A batch that fails part-way (here: its outputs are not acknowledged) drops the
+    ledgers, so the same records read again from the checkpoint count once."""
+    from stream_app.worker import InputRecord
+
+    topic = worker.settings.match_topic
+    lines = [orjson.dumps({"league": "chess", "match_id": str(i), "participants": [
+        {"player": "ab"[i % 2], "rank": 1}, {"player": "c", "rank": 2}]}) for i in range(4)]
+    records = [InputRecord(topic, 0, i, b"chess", line, 1000) for i, line in enumerate(lines)]
+    await worker._apply_input(records[:1])
+    working = worker._send_outputs
+
+    async def broker_gone(outputs):
+        raise ConnectionError("no acks")
+
+    worker._send_outputs = broker_gone
+    with pytest.raises(ConnectionError):
+        await worker._apply_input(records[1:3])
+    assert worker.ledgers == {}
+    assert worker.league_record("chess")["matches"] == 1  # the failed batch committed nothing
+    worker._send_outputs = working
+    assert worker._input_position(topic, 0) == 1  # where the intake goes back to
+    await worker._apply_input(records[1:])
+    assert_state_is_the_replay(worker, lines, "chess")
+    assert worker.league_record("chess")["matches"] == 4
