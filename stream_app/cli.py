@@ -127,6 +127,16 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from pathlib import Path as _Path
 
@@ -151,6 +161,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         config_path=args.config,
         app_id=args.app_id,
         advertised_url=args.advertised_url,
+        batch_max=args.batch_max,
         security=security if security.protocol != "PLAINTEXT" else None,
     )
     return run_worker(settings, loglevel=args.loglevel)
@@ -277,6 +288,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("RATINGS_ADVERTISED_URL") or None,
         help="URL other workers use to reach this one's API, e.g. http://worker-1:6066 "
         "[RATINGS_ADVERTISED_URL] (default http://WEB_HOST:WEB_PORT; set it when --web-host is 0.0.0.0)",
+    )
+    p.add_argument(
+        "--batch-max",
+        type=_positive_int,
+        default=os.environ.get("RATINGS_BATCH_MAX", "2000"),
+        help="input records applied between two checkpoints, at most [RATINGS_BATCH_MAX] (default 2000); "
+        "larger batches cost fewer checkpoints per match, smaller ones less latency under load",
     )
     p.add_argument("--loglevel", default="info", help="log level (default info)")
     p.set_defaults(func=cmd_worker)

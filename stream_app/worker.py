@@ -837,8 +837,20 @@ async def ensure_topics(settings: Settings) -> None:
             )
 
 
+def _tune_gc() -> None:
+    """Fewer cyclic collections. A batch allocates hundreds of thousands of short-lived
+    containers (parsed events, states, outputs), nearly all freed by reference
+    counting; with the default threshold (700) the collector ran hundreds of times per
+    batch, each also scanning the ledger caches' long-lived states. Measured: 7,748 ->
+    8,560 matches/s (bench/stream_bench.py, throughput), peak RSS unchanged."""
+    import gc
+
+    gc.set_threshold(50_000, 50, 100)
+
+
 def run_worker(settings: Settings, loglevel: str = "info") -> int:
     """Run one worker in the foreground until SIGINT/SIGTERM."""
+    _tune_gc()
     asyncio.run(ensure_topics(settings))
     worker = RatingsWorker(settings)
     faust_worker = faust.Worker(worker.app, loglevel=loglevel, quiet=True, redirect_stdouts=False)

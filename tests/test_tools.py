@@ -73,3 +73,15 @@ def test_plot_draws_a_png_of_the_top_players(tmp_path, capsys):
         main(["plot", "-i", str(data), "-c", str(config), "-l", "synthetic", "-p", "nobody", "-o", str(named)])
     with pytest.raises(SystemExit, match="no applied match"):
         main(["plot", "-i", str(data), "-c", str(config), "-l", "chess", "-o", str(named)])
+
+
+def test_worker_batch_max_comes_from_the_flag_or_the_environment_and_must_be_positive(monkeypatch, capsys):
+    from stream_app.cli import build_parser
+
+    assert build_parser().parse_args(["worker"]).batch_max == 2000
+    assert build_parser().parse_args(["worker", "--batch-max", "5000"]).batch_max == 5000
+    monkeypatch.setenv("RATINGS_BATCH_MAX", "300")
+    assert build_parser().parse_args(["worker"]).batch_max == 300
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["worker", "--batch-max", "0"])
+    assert "--batch-max: must be at least 1 (got 0)" in capsys.readouterr().err
