@@ -127,16 +127,6 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
-    return value
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
     from pathlib import Path as _Path
 
@@ -274,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", help="file to write (.gz compresses); default stdout")
     p.set_defaults(func=cmd_synth)
 
-    from .cli_stream import add_common_flags
+    from .cli_stream import _positive_int, add_common_flags
 
     p = sub.add_parser("worker", help="run a stream worker (Faust) that applies match results and serves the HTTP API")
     add_common_flags(p, web=True, data_dir=True, config=True)
