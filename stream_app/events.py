@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 import re
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from itertools import repeat
 from pathlib import Path
@@ -21,7 +21,7 @@ import fastjsonschema
 from fastjsonschema.draft04 import CodeGeneratorDraft04
 import orjson
 
-from .engine import Match, Participant, RatingChange
+from .engine import Match, Participant, PlayerState, RatingChange
 
 MAX_EVENT_BYTES = 1 << 20  # 1 MiB: Kafka's default max message size; the largest Codeforces round is 0.6 MB
 MAX_PARTICIPANTS = 20_000  # the largest Codeforces round has 16,783
@@ -121,7 +121,24 @@ def parse_time(text: str) -> float:
 
 
 def format_time(seconds: float) -> str:
+    if type(seconds) is float and seconds.is_integer() and 0 <= seconds < _YEAR_10000:
+        # Whole seconds (the common case), spelled out from a per-day cache and a
+        # table: the same text as below at a third of the cost (once per match).
+        days, rest = divmod(int(seconds), 86400)
+        hours, rest = divmod(rest, 3600)
+        minutes, secs = divmod(rest, 60)
+        return f"{_day_text(days)}T{_TWO_DIGITS[hours]}:{_TWO_DIGITS[minutes]}:{_TWO_DIGITS[secs]}Z"
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+_YEAR_10000 = 253_402_300_800  # 10000-01-01T00:00:00Z in seconds since the epoch
+_TWO_DIGITS = [f"{i:02d}" for i in range(60)]
+
+
+@lru_cache(maxsize=1024)
+def _day_text(days: int) -> str:
+    """Days since the epoch -> YYYY-MM-DD."""
+    return (date(1970, 1, 1) + timedelta(days=days)).isoformat()
 
 
 def decode_payload(raw: bytes | str) -> dict[str, Any]:
@@ -217,7 +234,14 @@ def _fast_match(doc: Any) -> Match | None:
         if ranks is None:
             ranks = _ranks_from_scores(floats)
         participants = _participants(players, ranks, floats)
-    return Match(league=league, match_id=match_id, participants=participants, time=time)
+    # Built as _participants builds each Participant (see there): once per event.
+    match = object.__new__(_MatchDraft)
+    match.league = league
+    match.match_id = match_id
+    match.participants = participants
+    match.time = time
+    match.__class__ = Match
+    return match
 
 
 class _ParticipantDraft:
@@ -226,7 +250,14 @@ class _ParticipantDraft:
     __slots__ = Participant.__slots__
 
 
+class _MatchDraft:
+    """Match's layout without the frozen dataclass's __setattr__."""
+
+    __slots__ = Match.__slots__
+
+
 assert _ParticipantDraft.__slots__ == ("player", "rank", "score")
+assert _MatchDraft.__slots__ == ("league", "match_id", "participants", "time")
 
 
 def _participants(players: list[str], ranks: list[int], scores: Iterable[float | None]) -> tuple[Participant, ...]:
@@ -329,6 +360,25 @@ def event_id(league: str, match_id: str, player: str) -> str:
 
 
 def rating_changed(algorithm: str, match: Match, rank: int, change: RatingChange) -> dict[str, Any]:
+    occurred_at = format_time(match.time) if match.time is not None else None
+    return _rating_changed(algorithm, match, rank, change, occurred_at)
+
+
+def rating_changed_events(algorithm: str, match: Match, changes: list[RatingChange]) -> list[dict[str, Any]]:
+    """`rating_changed` of each participant's change (in participant order),
+    with the match's occurred_at formatted once rather than per participant."""
+    occurred_at = format_time(match.time) if match.time is not None else None
+    return [
+        _rating_changed(algorithm, match, participant.rank, change, occurred_at)
+        for participant, change in zip(match.participants, changes)
+    ]
+
+
+def _rating_changed(
+    algorithm: str, match: Match, rank: int, change: RatingChange, occurred_at: str | None
+) -> dict[str, Any]:
+    before = change.before
+    after = change.after
     event: dict[str, Any] = {
         "schema": "rating-changed.v1",
         "event_id": event_id(match.league, match.match_id, change.player),
@@ -337,17 +387,18 @@ def rating_changed(algorithm: str, match: Match, rank: int, change: RatingChange
         "player": change.player,
         "algorithm": algorithm,
         "rank": rank,
-        "rating_before": change.before.rating,
-        "rating_after": change.after.rating,
-        "delta": change.after.rating - change.before.rating,
-        "matches": change.after.matches,
+        "rating_before": before.rating,
+        "rating_after": after.rating,
+        "delta": after.rating - before.rating,
+        "matches": after.matches,
     }
-    if match.time is not None:
-        event["occurred_at"] = format_time(match.time)
-    public = change.after.public()
-    for key, value in public.items():
-        if key not in ("rating", "matches"):
-            event[key] = value
+    if occurred_at is not None:
+        event["occurred_at"] = occurred_at
+    # The base class's public() is just rating and matches, already above: skip the call.
+    if type(after).public is not PlayerState.public:
+        for key, value in after.public().items():
+            if key not in ("rating", "matches"):
+                event[key] = value
     event.update(change.extras)
     return event
 
