@@ -186,6 +186,10 @@ class RatingsWorker:
             # Faust's default (1,000,000) is below the largest valid event (MAX_EVENT_BYTES),
             # which the worker may have to forward; dead letters stay under MAX_DEAD_LETTER_BYTES.
             producer_max_request_size=MAX_EVENT_BYTES + 64 * 1024,
+            # Record batches of up to 512 KiB (Faust's default, 16 KiB, split a batch's
+            # outputs into hundreds of produce requests, each waiting for the last:
+            # 38 -> 9 us per match spent sending outputs). Consumers fetch 1 MiB per partition.
+            producer_max_batch_size=512 * 1024,
             stream_wait_empty=True,
             table_standby_replicas=0,
             autodiscover=False,
@@ -405,9 +409,10 @@ class RatingsWorker:
             options.update(self.settings.security.aiokafka_kwargs())
         return options
 
-    async def _checkpoint_partition(self, partition: int, ledger: PartitionLedger) -> None:
+    async def _checkpoint_partition(self, partition: int, ledger: PartitionLedger, outputs_acked: Awaitable) -> None:
         writes, checkpoint = ledger.checkpoint_writes()
         await self._write(partition, writes)
+        await outputs_acked
         # The embedded broker reports a partition's end as the base offset of its
         # last record batch + 1, so Faust's recovery would miss the tail of a
         # multi-record batch. A record sent alone after the batch's records are
@@ -479,17 +484,22 @@ class RatingsWorker:
                 self.phase = f"applying a batch of {len(records)}"
             for record in await self._records_to_apply(ledger, received):
                 self._apply_record(ledger, record, outputs, applied)
-        # Outputs first: once a checkpoint says a match is applied, its events are out.
-        if outputs:
-            pending = await self._send_outputs(outputs)
-            self.phase = f"waiting for {len(pending)} output acks"
-            await asyncio.gather(*pending)
-        # Partitions are independent: their checkpoints run concurrently, each
-        # in its own order (records, then fences, then the checkpoint).
+        # Outputs and the changelog records of the batch go out together; each
+        # partition's checkpoint waits for both (once a checkpoint says a match is
+        # applied, its events are out; until then its records are uncommitted).
+        pending = await self._send_outputs(outputs) if outputs else []
+        outputs_acked = asyncio.ensure_future(asyncio.gather(*pending))
+        # Partitions are independent: their checkpoints run concurrently, each in
+        # its own order (records, then fences, then the checkpoint record).
         dirty = [(partition, ledger) for partition, ledger in touched.items() if ledger.dirty]
-        if dirty:
-            self.phase = f"checkpointing {len(dirty)} partitions"
-            await asyncio.gather(*(self._checkpoint_partition(partition, ledger) for partition, ledger in dirty))
+        self.phase = f"checkpointing {len(dirty)} partitions"
+        # Every part finishes (or fails) before the batch does: nothing of a failed
+        # batch may still be writing when the intake goes back to the checkpoints.
+        done = await asyncio.gather(outputs_acked, *(self._checkpoint_partition(partition, ledger, outputs_acked)
+                                                     for partition, ledger in dirty), return_exceptions=True)
+        for result in done:
+            if isinstance(result, BaseException):
+                raise result
         self._observe(applied, time.time())
         metrics.BATCH_SECONDS.observe(time.perf_counter() - started)
 
