@@ -6,13 +6,13 @@ README for the argument; in short:
 
 - The worker applies matches in batches. During a batch every write goes to
   an in-memory overlay, so later matches of the batch see earlier ones.
-- At the end of a batch (a checkpoint), once every output event of the batch
-  has been acknowledged by the broker, each written key is stored as a
+- At the end of a batch (a checkpoint), each written key is stored as a
   versioned record {"s": new value, "b": batch number, "p": the committed
-  value before the batch}; when all of those are acknowledged, the
-  partition's checkpoint record {"batch": b, "offsets": {...}} is written
-  and acknowledged. Only then are the batch's input events acknowledged to
-  Faust, so committed input offsets never pass a checkpoint.
+  value before the batch}, sent together with the batch's output events;
+  once the broker has acknowledged all of them, the partition's checkpoint
+  record {"batch": b, "offsets": {...}} is written and acknowledged. The
+  checkpoint's offsets are where input resumes after a restart or a
+  rebalance (the worker reads input itself, from there).
 - A record is committed when its batch number is at most the checkpoint's
   and not in its `aborted` list; otherwise it is the leftover of a batch
   whose checkpoint never happened, and its "p" is the committed value.

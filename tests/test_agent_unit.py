@@ -1,5 +1,5 @@
-"""The worker's agent under Faust's test context: no broker. The changelog and
-the producer are replaced by in-memory recorders; RocksDB is real."""
+"""The worker's batches without a broker: the changelog and the producer are
+replaced by in-memory recorders; the Faust app and RocksDB are real."""
 
 import asyncio
 from pathlib import Path

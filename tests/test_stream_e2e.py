@@ -200,6 +200,10 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
             return lines if len(lines) == 8 and all(l.endswith(" 0.0") for l in lines) else None
 
         wait_for(lag_lines, 30, "consumer lag 0 on all 8 input partitions", workers=[worker])
+        # The checkpoints are committed to the consumer group too (for Kafka's own tools):
+        # every input partition at its end, i.e. as many offsets as records were published.
+        wait_for(lambda: sum(asyncio.run(_group_offsets(broker, prefix, f"{prefix}.matches")).values()) == len(records),
+                 30, "the group's committed offsets at the end of the input", workers=[worker])
         status, text = worker.get("/metrics")
         assert status == 200
         counts = _match_counts(ledger)
@@ -237,6 +241,17 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
         assert missing.returncode == 1 and "not found" in missing.stderr
     finally:
         worker.stop()
+
+
+async def _group_offsets(broker, group: str, topic: str) -> dict[int, int]:
+    # A consumer of the group that never joins it: it only asks the coordinator.
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        offsets = {p: await consumer.committed(TopicPartition(topic, p)) for p in range(8)}
+    finally:
+        await consumer.stop()
+    return {p: offset for p, offset in offsets.items() if offset is not None}
 
 
 def _match_counts(ledger: Ledger) -> dict[str, int]:
