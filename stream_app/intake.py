@@ -30,13 +30,14 @@ Positions = Callable[[str, int], "int | None"]
 
 class Intake:
     def __init__(self, options: dict[str, Any], apply: Callable[[list[Any]], Awaitable[None]], positions: Positions,
-                 max_records: int, wait_ms: int = 100, retry_seconds: float = 1.0):
+                 max_records: int, wait_ms: int = 100, retry_seconds: float = 1.0, retry_max_seconds: float = 30.0):
         self.options = options
         self.apply = apply  # applies a batch of ConsumerRecords (at most max_records, in order per partition)
         self.positions = positions
         self.max_records = max_records
         self.wait_ms = wait_ms
         self.retry_seconds = retry_seconds
+        self.retry_max_seconds = retry_max_seconds
         self.owned: list[TopicPartition] = []
         self.consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task | None = None
@@ -44,20 +45,43 @@ class Intake:
         self._idle = asyncio.Event()  # no batch is being applied
         self._idle.set()
         self._generation = 0  # bumped by every pause: a fetch begun before it is stale
+        # Held by the loop around each fetch and batch, and by resume around its seeks:
+        # a fetch begun before a pause never runs into a resume's new positions.
+        self._turn = asyncio.Lock()
         self.failures = 0
 
-    async def resume(self, partitions: Iterable[tuple[str, int]]) -> None:
-        """Own these input partitions from now on, each at the position the worker gives."""
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    async def resume(self, partitions: Iterable[tuple[str, int]], generation: int | None = None) -> bool:
+        """Own these input partitions from now on, each at the position the worker gives.
+
+        With `generation` (read when the partitions were assigned), nothing happens if a
+        pause came since: that assignment is already over. Returns whether input resumed."""
+        def current() -> bool:
+            return generation is None or generation == self._generation
+
         if self.consumer is None:
-            self.consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest", **self.options)
-            await self.consumer.start()
+            consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest", **self.options)
+            try:
+                await consumer.start()
+            except BaseException:
+                await consumer.stop()
+                raise
+            self.consumer = consumer
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="ratings-intake")
-        self.owned = sorted(TopicPartition(topic, partition) for topic, partition in partitions)
-        self.consumer.assign(self.owned)
-        await self._seek()
-        if self.owned:
+        async with self._turn:
+            if not current():
+                return False
+            self.owned = sorted(TopicPartition(topic, partition) for topic, partition in partitions)
+            self.consumer.assign(self.owned)
+            await self._seek()
+            if not current() or not self.owned:
+                return False
             self._running.set()
+            return True
 
     async def pause(self, timeout: float) -> None:
         """Take no more input; wait (up to `timeout` s) for the batch in progress.
@@ -100,33 +124,45 @@ class Intake:
 
     async def _run(self) -> None:
         assert self.consumer is not None
+        delay = self.retry_seconds
         while True:
             await self._running.wait()
-            generation = self._generation
-            records: list[Any] = []
-            try:
-                batches = await self.consumer.getmany(timeout_ms=self.wait_ms, max_records=self.max_records)
-                if not batches or generation != self._generation:
-                    continue  # nothing, or fetched for an assignment since changed (resume seeks anew)
-                records = [record for part in batches.values() for record in part]
-                self._idle.clear()
-                await self.apply(records)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                # The worker left the batch's writes uncommitted; start again from the checkpoints.
-                self.failures += 1
-                log.exception("taking or applying a batch of %d records failed: resuming from the checkpoints in %.0f s",
-                              len(records), self.retry_seconds)
-                self._idle.set()
-                await self._seek_again(generation)
-            finally:
-                self._idle.set()
+            async with self._turn:
+                generation = self._generation
+                if not self._running.is_set():
+                    continue
+                records: list[Any] = []
+                try:
+                    batches = await self.consumer.getmany(timeout_ms=self.wait_ms, max_records=self.max_records)
+                    if not batches or generation != self._generation:
+                        continue  # nothing, or fetched for an assignment since changed (resume seeks anew)
+                    records = [record for part in batches.values() for record in part]
+                    self._idle.clear()
+                    await self.apply(records)
+                    delay = self.retry_seconds
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    # The worker left the batch's writes uncommitted; start again from the
+                    # checkpoints, waiting longer after each failure in a row (the broker is away).
+                    self.failures += 1
+                    log.exception("taking or applying a batch of %d records failed: resuming from the checkpoints in %.0f s",
+                                  len(records), delay)
+                    self._idle.set()
+                    await self._seek_again(generation, delay)
+                    delay = min(delay * 2, self.retry_max_seconds)
+                finally:
+                    self._idle.set()
 
-    async def _seek_again(self, generation: int) -> None:
-        """Back to the checkpoints after a failed batch (unless a rebalance has moved on)."""
+    async def _seek_again(self, generation: int, delay: float) -> None:
+        """Back to the checkpoints after a failed batch (unless a pause has come since)."""
+        loop = asyncio.get_running_loop()
         while generation == self._generation:
-            await asyncio.sleep(self.retry_seconds)
+            deadline = loop.time() + delay
+            while loop.time() < deadline:  # in short steps: a pause must not wait for the whole delay
+                if generation != self._generation:
+                    return
+                await asyncio.sleep(min(0.1, delay))
             try:
                 await self._seek()
                 return

@@ -23,6 +23,7 @@ from typing import Any, Awaitable
 import faust
 import orjson
 from aiohttp import ClientError, ClientSession, ClientTimeout
+from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from faust.types import TP
 from faust.web import Request, Response, View
 
@@ -132,6 +133,8 @@ class RatingsWorker:
         self.ledgers: dict[int, PartitionLedger] = {}
         self.intake = Intake(self._kafka_options(), self._apply_input, self._input_position, settings.batch_max,
                              wait_ms=int(settings.batch_wait * 1000))
+        self._assignment: int | None = None  # the intake's generation when partitions were last assigned
+        self._committing: asyncio.Future | None = None
         self.started_at = time.time()
         self.first_applied_at: float | None = None
         self.applied_total = 0
@@ -269,6 +272,9 @@ class RatingsWorker:
 
     async def _on_assigned(self, app: Any, assigned: set[TP], **_: Any) -> None:
         await self.intake.pause(self.settings.stop_timeout)
+        # The recovery of this assignment resumes input only if no pause (a newer
+        # rebalance) comes first: Faust can finish restoring after the next revocation.
+        self._assignment = self.intake.generation
         self.ledgers.clear()
         self._keep_input_to_intake()
         mine = {tp for tp in assigned if tp.topic == self.settings.match_topic}
@@ -278,8 +284,8 @@ class RatingsWorker:
         # Sent once the tables are restored: the checkpoints say where input resumes.
         inputs = (self.settings.match_topic, self.settings.forward_topic)
         owned = [(tp.topic, tp.partition) for tp in self.app.assignor.assigned_actives() if tp.topic in inputs]
-        await self.intake.resume(owned)
-        log.info("taking input from %d partitions after their checkpoints", len(owned))
+        if await self.intake.resume(owned, self._assignment):
+            log.info("taking input from %d partitions after their checkpoints", len(owned))
 
     async def _stop_input(self) -> None:
         await self.intake.stop(self.settings.stop_timeout)
@@ -307,17 +313,33 @@ class RatingsWorker:
     async def _commit_input_offsets(self) -> None:
         """Commit each owned input partition's checkpoint to the consumer group, so
         Kafka's own tools show the group's position and lag (the worker itself
-        resumes from its checkpoints, never from these)."""
-        if not self.ready() or not self.ledgers:
+        resumes from its checkpoints, never from these).
+
+        Sent by aiokafka in the Faust consumer's thread (the group member), not
+        through Faust's `_commit`, which crashes the app on any commit error; a
+        commit still waiting (the broker is away) is not joined by another."""
+        if not self.ready() or not self.ledgers or (self._committing is not None and not self._committing.done()):
             return
         offsets = {}
         for partition, ledger in list(self.ledgers.items()):
             for topic, done in ledger.checkpoint.offsets.items():
-                offsets[TP(topic, partition)] = done + 1
-        try:
-            await self.app.consumer._commit(offsets)
-        except Exception as exc:  # visibility only: never worth failing for
-            log.debug("committing input offsets to the group failed: %s", exc)
+                offsets[TopicPartition(topic, partition)] = OffsetAndMetadata(done + 1, "")
+        thread = self.app.consumer._thread
+
+        async def commit() -> None:
+            consumer = thread._ensure_consumer()
+            owned = consumer.assignment()  # only partitions the group still gives this member
+            mine = {tp: offset for tp, offset in offsets.items() if tp in owned}
+            if mine:
+                await consumer.commit(mine)
+
+        async def commit_quietly() -> None:
+            try:
+                await thread.call_thread(commit)
+            except Exception as exc:  # visibility only: never worth failing for
+                log.debug("committing input offsets to the group failed: %s", exc)
+
+        self._committing = asyncio.ensure_future(commit_quietly())
 
     # -- storage access -------------------------------------------------------------
 

@@ -61,12 +61,16 @@ def test_intake_starts_at_the_given_positions_pauses_and_rereads_after_a_failed_
         try:
             await _until(lambda: done[0] == 9 and done[1] == 3)
             assert intake.failures == 1
+            assigned = intake.generation
             await intake.pause(timeout=5)
             seen = len(applied)
             await _publish(broker.bootstrap, topic, 1, [b"b4", b"b5"])
+            # A recovery that finishes after a newer pause (the next rebalance) must not resume.
+            assert await intake.resume([(topic, 0), (topic, 1)], assigned) is False
             await asyncio.sleep(1.0)
             assert len(applied) == seen  # paused: nothing taken
-            await intake.resume([(topic, 1)])  # a rebalance left this worker partition 1 only
+            # A rebalance left this worker partition 1 only.
+            assert await intake.resume([(topic, 1)], intake.generation) is True
             await _until(lambda: done[1] == 5)
             await _publish(broker.bootstrap, topic, 0, [b"a10"])
             await asyncio.sleep(1.0)
