@@ -204,6 +204,7 @@ class RatingsWorker:
         options.update(s.extra)
         app = _App(s.app_id, **options)
         app.before_stop = self._stop_input
+        app.after_start = self._keep_input_to_intake  # before the first assignment
         topic = dict(partitions=s.partitions, key_serializer="raw", value_serializer="raw", internal=False)
         self.source = app.topic(s.match_topic, **topic)
         self.forward = app.topic(s.forward_topic, **topic)
@@ -297,17 +298,24 @@ class RatingsWorker:
 
     def _keep_input_to_intake(self) -> None:
         """Faust's consumer never makes an input partition active (so never fetches
-        records of it for the agent): they go to the intake only."""
+        records of it for the agent): they go to the intake only. Faust activates
+        partitions in two places: every newly assigned one (`_set_active_tps`, before
+        the app pauses them for recovery) and every resumed one (after recovery)."""
         consumer = self.app.consumer
         if getattr(consumer, "_ratings_inputs_kept", False):
             return
         inputs = (self.settings.match_topic, self.settings.forward_topic)
         resume_partitions = consumer.resume_partitions
+        set_active_tps = consumer._set_active_tps
 
         def resume_all_but_input(tps: Any) -> None:
             resume_partitions({tp for tp in tps if tp.topic not in inputs})
 
+        def activate_all_but_input(tps: Any) -> Any:
+            return set_active_tps({tp for tp in tps if tp.topic not in inputs})
+
         consumer.resume_partitions = resume_all_but_input
+        consumer._set_active_tps = activate_all_but_input
         consumer._ratings_inputs_kept = True
 
     async def _commit_input_offsets(self) -> None:
@@ -820,9 +828,16 @@ class RatingsWorker:
 
 
 class _App(faust.App):
-    """Faust's app with a hook that runs before it stops its consumer and tables."""
+    """Faust's app with hooks: after it starts (its consumer exists, not yet in the
+    group) and before it stops its consumer and tables."""
 
     before_stop: Any = None  # async () -> None
+    after_start: Any = None  # () -> None
+
+    async def on_start(self) -> None:
+        await super().on_start()
+        if self.after_start is not None:
+            self.after_start()
 
     async def on_stop(self) -> None:
         if self.before_stop is not None:

@@ -215,3 +215,18 @@ async def test_a_failed_batch_leaves_nothing_applied_and_is_applied_once_when_re
     await worker._apply_input(records[1:])
     assert_state_is_the_replay(worker, lines, "chess")
     assert worker.league_record("chess")["matches"] == 4
+
+
+async def test_faust_never_activates_input_partitions(worker):
+    """Faust's consumer must not fetch input for its agent: neither when partitions
+    are newly assigned nor when they are resumed after recovery."""
+    from faust.types import TP
+
+    worker._keep_input_to_intake()
+    consumer = worker.app.consumer
+    inputs = {TP(worker.settings.match_topic, 0), TP(worker.settings.forward_topic, 0)}
+    changelog = TP(worker.tables["players"].changelog_topic.get_topic_name(), 0)
+    assert consumer._set_active_tps(inputs | {changelog}) == {changelog}
+    consumer.pause_partitions(inputs | {changelog})
+    consumer.resume_partitions(inputs | {changelog})
+    assert consumer._get_active_partitions() == {changelog}
