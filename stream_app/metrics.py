@@ -21,8 +21,9 @@ REDELIVERED = Counter(
 )
 INPUT_GAPS = Counter(
     "ratings_input_gaps_total",
-    "Times input arrived past the checkpoint (records skipped by Faust) and the skipped records were read directly",
+    "Times input arrived past the checkpoint (records skipped) and the skipped records were read directly",
 )
+INPUT_RECORDS = Counter("ratings_input_records_total", "Input records taken by the worker's consumer, per topic", ["topic"])
 FORWARDED = Counter(
     "ratings_forwarded_events_total", "Input events on the wrong partition for their league, re-keyed by league"
 )

@@ -477,6 +477,11 @@ class RatingsWorker:
         partitions' ledgers are dropped: their next batch takes the partition up
         anew, which leaves this batch's writes uncommitted (stream_app/state.py),
         and the intake goes back to the checkpoints."""
+        topics: dict[str, int] = {}
+        for record in records:
+            topics[record.topic] = topics.get(record.topic, 0) + 1
+        for topic, count in topics.items():
+            metrics.INPUT_RECORDS.labels(topic).inc(count)
         try:
             await self.process_batch(records)
         except BaseException:

@@ -213,6 +213,8 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
         assert 'ratings_duplicate_matches_total{algorithm="elo",league="chess"} 1.0' in text
         assert 'reason="system_rule"' in text and "ratings_processing_latency_seconds_bucket" in text
         assert "ratings_forwarded_events_total 1.0" in text
+        assert f'ratings_input_records_total{{topic="{prefix}.matches"}} {float(len(records))}' in text
+        assert f'ratings_input_records_total{{topic="{prefix}.matches-by-league"}} 1.0' in text  # the re-keyed one
         assert f'ratings_league_players{{algorithm="elo-mmr",league="arena"}} {float(len(snap["arena"]))}' in text
 
         # The API: errors are JSON with the right status.
