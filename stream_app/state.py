@@ -133,11 +133,8 @@ class PartitionLedger:
         value = self.overlay.get(item, _MISSING)
         return self._committed(item) if value is _MISSING else value
 
-    def committed_value(self, table: str, key: bytes) -> Any:
-        """The value of a key as of the last checkpoint (None: none)."""
-        return self._committed((table, key))
-
     def _committed(self, item: tuple[str, bytes]) -> Any:
+        """The value of a (table, key) as of the last checkpoint (None: none)."""
         memo = self.cache if item[0] in CACHED_TABLES else self.reads
         value = memo.get(item, _MISSING)
         if value is _MISSING:

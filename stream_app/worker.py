@@ -23,6 +23,7 @@ from typing import Any, Awaitable
 import faust
 import orjson
 from aiohttp import ClientError, ClientSession, ClientTimeout
+from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from faust.types import TP
 from faust.web import Request, Response, View
@@ -85,7 +86,7 @@ ROCKSDB_OPTIONS = {
 
 @dataclass
 class InputRecord:
-    """An input record read outside Faust (see `_records_to_apply`)."""
+    """An input record read by `read_range` (see `_records_to_apply`)."""
 
     topic: str
     partition: int
@@ -98,8 +99,6 @@ class InputRecord:
 async def read_range(options: dict[str, Any], topic: str, partition: int, start: int, end: int,
                      timeout: float = 60.0) -> list[InputRecord]:
     """Records [start, end) of one partition, read by a consumer outside any group."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
     consumer = AIOKafkaConsumer(enable_auto_commit=False, **options)
     await consumer.start()
     try:
@@ -277,7 +276,6 @@ class RatingsWorker:
         # rebalance) comes first: Faust can finish restoring after the next revocation.
         self._assignment = self.intake.generation
         self.ledgers.clear()
-        self._keep_input_to_intake()
         mine = {tp for tp in assigned if tp.topic == self.settings.match_topic}
         metrics.ASSIGNED_PARTITIONS.set(len(mine))
 
