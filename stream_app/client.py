@@ -29,14 +29,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from .events import BadEvent, parse_match
 from .security import KafkaSecurity
+from .settings import DEFAULTS, Settings
 
 log = logging.getLogger(__name__)
-
-DEFAULT_BROKER = "kafka://127.0.0.1:9092"
-MATCH_TOPIC = "match-results"
-CHANGES_TOPIC = "rating-changes"
-DLQ_TOPIC = "match-results-dlq"
-DEFAULT_PARTITIONS = 8
 
 _IN_FLIGHT = 5_000  # publish_many waits for acknowledgements every this many sends
 
@@ -64,12 +59,12 @@ def bootstrap_servers(broker: str) -> str:
 class RatingsClient:
     def __init__(
         self,
-        broker: str = DEFAULT_BROKER,
+        broker: str = DEFAULTS.broker,
         *,
-        match_topic: str = MATCH_TOPIC,
-        changes_topic: str = CHANGES_TOPIC,
-        dlq_topic: str = DLQ_TOPIC,
-        partitions: int = DEFAULT_PARTITIONS,
+        match_topic: str = DEFAULTS.match_topic,
+        changes_topic: str = DEFAULTS.changes_topic,
+        dlq_topic: str = DEFAULTS.dlq_topic,
+        partitions: int = DEFAULTS.partitions,
         security: KafkaSecurity | None = None,
         client_id: str = "ratings-client",
         request_timeout: float = 30.0,
@@ -84,6 +79,12 @@ class RatingsClient:
         self.client_id = client_id
         self.request_timeout = request_timeout
         self._producer: AIOKafkaProducer | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **options: Any) -> "RatingsClient":
+        """A client of the same broker, topics and security as a worker's settings."""
+        return cls(settings.broker, match_topic=settings.match_topic, changes_topic=settings.changes_topic,
+                   dlq_topic=settings.dlq_topic, partitions=settings.partitions, security=settings.security, **options)
 
     def __repr__(self) -> str:
         return f"<RatingsClient {self.broker} match_topic={self.match_topic!r} security={self.security!r}>"
@@ -211,11 +212,13 @@ class RatingsClient:
         self,
         events: Iterable[dict[str, Any] | bytes | str] | AsyncIterable[dict[str, Any] | bytes | str],
         on_progress: Callable[[int, int], None] | None = None,
+        on_reject: Callable[[int, BadEvent], None] | None = None,
     ) -> tuple[int, list[tuple[int, BadEvent]]]:
         """Publish a sequence of match results, pipelined.
 
-        Invalid events are skipped and returned as (index from 1, BadEvent);
-        on_progress(sent_or_queued, rejected) is called after each event.
+        Invalid events are skipped and returned as (index from 1, BadEvent), each
+        also passed to on_reject as it is found; on_progress(acknowledged, rejected)
+        is called after each event.
         Returns (number of events sent and acknowledged, rejected). A delivery
         failure (broker unreachable past the retries) raises aiokafka's error.
         """
@@ -237,10 +240,12 @@ class RatingsClient:
                 pending.append(await self.send(event))
             except BadEvent as exc:
                 rejected.append((index, exc))
+                if on_reject is not None:
+                    on_reject(index, exc)
             if len(pending) >= _IN_FLIGHT:
                 await drain()
             if on_progress is not None:
-                on_progress(sent + len(pending), len(rejected))
+                on_progress(sent, len(rejected))
 
         try:
             if hasattr(events, "__aiter__"):

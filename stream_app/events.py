@@ -26,6 +26,9 @@ from .engine import Match, Participant, PlayerState, RatingChange
 MAX_EVENT_BYTES = 1 << 20  # 1 MiB: Kafka's default max message size; the largest Codeforces round is 0.6 MB
 MAX_PARTICIPANTS = 20_000  # the largest Codeforces round has 16,783
 MAX_ID_LENGTH = 128
+# Ids (league, match_id, player): the match-result schema's pattern, and its rule in words.
+ID_RULE = f"must be 1 to {MAX_ID_LENGTH} characters from A-Z a-z 0-9 _ . : @ + - (not '.' or '..')"
+SEP = "\x1f"  # joins ids into keys; cannot occur in an id
 # A dead letter, serialized, stays under this (Faust's default producer limit, below
 # Kafka's default max message size): the payload is cut to fit (payload_truncated).
 MAX_DEAD_LETTER_BYTES = 1_000_000
@@ -106,7 +109,7 @@ def _schema_error(exc: fastjsonschema.JsonSchemaValueException, doc: dict[str, A
     if rule == "anyOf":
         text = "needs a rank or a score"
     elif rule == "pattern":
-        text = "must be 1 to 128 characters from A-Z a-z 0-9 _ . : @ + - (not '.' or '..')"
+        text = ID_RULE
     else:
         # fastjsonschema says "data.x must be ..."; keep the rule, drop the prefix.
         text = exc.message.split(" ", 1)[1] if " " in exc.message else exc.message
@@ -166,6 +169,12 @@ _ID_CHARS = "A-Za-z0-9_.:@+-"
 _ID = re.compile(rf"(?!\.{{1,2}}\Z)[{_ID_CHARS}]{{1,{MAX_ID_LENGTH}}}\Z")
 # Ids joined by newlines (a newline cannot occur in an id): one regex for all.
 _IDS = re.compile(rf"(?:(?!\.{{1,2}}\n)[{_ID_CHARS}]{{1,{MAX_ID_LENGTH}}}\n)+\Z")
+
+
+def is_id(text: str) -> bool:
+    return _ID.match(text) is not None
+
+
 _DATE_TIME = re.compile(CodeGeneratorDraft04.FORMAT_REGEXS["date-time"])
 _MAX_RANK = 1_000_000_000
 _MISSING = object()
@@ -355,8 +364,8 @@ def parse_match(raw: bytes | str | dict[str, Any]) -> Match:
 
 def event_id(league: str, match_id: str, player: str) -> str:
     """Deterministic: a redelivered rating change has the same id."""
-    # \x1f cannot occur in ids, so distinct triples never collide by concatenation.
-    return hashlib.blake2b(f"{league}\x1f{match_id}\x1f{player}".encode(), digest_size=16).hexdigest()
+    # SEP cannot occur in ids, so distinct triples never collide by concatenation.
+    return hashlib.blake2b(f"{league}{SEP}{match_id}{SEP}{player}".encode(), digest_size=16).hexdigest()
 
 
 def rating_changed(algorithm: str, match: Match, rank: int, change: RatingChange) -> dict[str, Any]:

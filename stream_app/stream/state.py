@@ -1,8 +1,8 @@
 """Exactly-once application over at-least-once delivery: the state protocol.
 
-Pure logic, no Kafka: the worker gives it a reader of the tables' committed
-records and writes out what it returns. See "Delivery guarantees" in the
-README for the argument; in short:
+Pure rules, no Kafka: the worker gives `PartitionState` a reader of the
+tables' stored records; stream/commit.py writes out what it returns, in the
+order the rules need. docs/design.md has the argument; in short:
 
 - The worker applies matches in batches. During a batch every write goes to
   an in-memory overlay, so later matches of the batch see earlier ones.
@@ -30,6 +30,8 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
+from ..events import SEP
+
 # Tables (Faust table names; each has a changelog topic).
 PLAYERS = "players"
 LEAGUES = "leagues"
@@ -37,7 +39,6 @@ MATCHES = "matches"
 CHECKPOINTS = "checkpoints"
 STATE_TABLES = (PLAYERS, LEAGUES, MATCHES)
 
-SEP = "\x1f"  # cannot occur in ids (see the match-result schema)
 CHECKPOINT_KEY = b"checkpoint"
 
 
@@ -100,7 +101,7 @@ def _remember(memo: dict, key: tuple[str, bytes], value: Any) -> None:
     memo[key] = value
 
 
-class PartitionLedger:
+class PartitionState:
     """One partition's committed state plus the overlay of the batch in progress."""
 
     def __init__(self, partition: int, checkpoint: Checkpoint, reader: Reader):
@@ -109,16 +110,16 @@ class PartitionLedger:
         self.read = reader
         self.overlay: dict[tuple[str, bytes], Any] = {}
         self.offsets: dict[str, int] = {}  # offsets seen in the batch in progress
-        # Committed values already read (decoded). Only this ledger commits this
+        # Committed values already read (decoded). Only this object commits the
         # partition's state while it lives, so they stay true until it commits them anew.
         self.cache: dict[tuple[str, bytes], Any] = {}
         self.reads: dict[tuple[str, bytes], Any] = {}  # the same, for this batch only
 
     @classmethod
-    def take_up(cls, partition: int, reader: Reader) -> tuple["PartitionLedger", bytes]:
+    def take_up(cls, partition: int, reader: Reader) -> tuple["PartitionState", bytes]:
         """Open a partition newly assigned: burn the next batch number.
 
-        Returns the ledger and the checkpoint record to write (and have
+        Returns the state and the checkpoint record to write (and have
         acknowledged) before the first batch.
         """
         checkpoint = Checkpoint.decode(reader(CHECKPOINTS, CHECKPOINT_KEY))
@@ -131,9 +132,9 @@ class PartitionLedger:
         item = (table, key)
         # Most keys a match reads are not in the overlay: a default beats a KeyError raised and caught.
         value = self.overlay.get(item, _MISSING)
-        return self._committed(item) if value is _MISSING else value
+        return self.committed_value(item) if value is _MISSING else value
 
-    def _committed(self, item: tuple[str, bytes]) -> Any:
+    def committed_value(self, item: tuple[str, bytes]) -> Any:
         """The value of a (table, key) as of the last checkpoint (None: none)."""
         memo = self.cache if item[0] in CACHED_TABLES else self.reads
         value = memo.get(item, _MISSING)
@@ -164,7 +165,7 @@ class PartitionLedger:
     def checkpoint_writes(self) -> tuple[list[tuple[str, bytes, bytes]], bytes]:
         """The versioned records of this batch, and the checkpoint record to write after them."""
         batch = self.checkpoint.batch + 1
-        committed = self._committed
+        committed = self.committed_value
         dumps = orjson.dumps
         # The bytes of dumps({"s": value, "b": batch, "p": before}), put together around
         # the values' encodings: a result of orjson keeps the block it was written in
@@ -178,8 +179,8 @@ class PartitionLedger:
         after = Checkpoint(batch, list(self.checkpoint.aborted), {**self.checkpoint.offsets, **self.offsets})
         return writes, after.encode()
 
-    def committed(self, checkpoint_record: bytes) -> None:
-        """The checkpoint is acknowledged: the overlay is now the committed state."""
+    def checkpointed(self, checkpoint_record: bytes) -> None:
+        """The checkpoint record is acknowledged: the overlay is now the committed state."""
         self.checkpoint = Checkpoint.decode(checkpoint_record)
         for (table, key), value in self.overlay.items():
             if table in CACHED_TABLES:

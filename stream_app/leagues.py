@@ -21,8 +21,6 @@ at start-up naming the file, the table and the key.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
-import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,9 +36,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class LeagueRule:
     pattern: str  # "*" for [default]
-    table: str  # how the table is written in the file, for messages
     algorithm: str
-    params: dict[str, Any]
     system: RatingSystem
 
 
@@ -101,11 +97,6 @@ class LeagueConfig:
     def system_for(self, league: str) -> RatingSystem:
         return self.rule_for(league).system
 
-    def fingerprint(self) -> str:
-        """Changes when any rule changes: lets state remember what produced it."""
-        doc = [[r.pattern, r.algorithm, r.system.params.to_dict()] for r in [*self.rules, self.default]]
-        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
-
 
 def _rule(pattern: str, table: str, values: dict[str, Any], source: str) -> LeagueRule:
     values = dict(values)
@@ -120,4 +111,4 @@ def _rule(pattern: str, table: str, values: dict[str, Any], source: str) -> Leag
         system = make_system(algorithm, values)
     except ParamError as exc:
         raise ConfigError(f"{source}: {table} key {exc.key!r}: {exc.rule}") from None
-    return LeagueRule(pattern, table, algorithm, values, system)
+    return LeagueRule(pattern, algorithm, system)

@@ -1,9 +1,8 @@
 """Offline replay: the same engine over a file of match-result lines.
 
-`Ledger` holds every league's player states in memory and applies matches
-with exactly the rules the stream worker uses (validation, the league's
-system, a match_id seen before in its league is skipped), so a replay of a
-file and the stream of the same file end in the same state, bit for bit.
+`Ledger` holds every league's player states in memory; matches are applied
+through `rating.apply_match`, as in the stream worker, so a replay of a file
+and the stream of the same file end in the same state, bit for bit.
 """
 
 from __future__ import annotations
@@ -19,29 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Callable, Iterator, Sequence
 
-from .config import LeagueConfig
-from .engine import InvalidMatch, Match, PlayerState, RatingChange, RatingSystem
-from .events import BadEvent, parse_match
-
-
-def rate_match(
-    system: RatingSystem, match: Match, lookup: Callable[[str], PlayerState | None]
-) -> tuple[list[PlayerState], list[RatingChange]]:
-    """Check the match against its system and rate it; newcomers get the initial state.
-
-    Raises BadEvent (reason `system_rule`) when the system cannot rate it.
-    """
-    try:
-        system.check(match)
-    except InvalidMatch as exc:
-        raise BadEvent(exc.code, exc.message, exc.field, match.league, match.match_id) from None
-    before = []
-    for participant in match.participants:
-        state = lookup(participant.player)
-        before.append(state if state is not None else system.initial_state())
-    return before, system.rate(match, before)
+from ..engine import Match, PlayerState, RatingChange, RatingSystem
+from ..events import BadEvent, parse_match
+from ..leagues import LeagueConfig
+from ..rating import DuplicateMatch, apply_match
 
 
 _PLAYER = attrgetter("player")
@@ -49,45 +31,53 @@ _AFTER = attrgetter("after")
 
 
 class Ledger:
-    """Every league's ratings, in memory."""
+    """Every league's ratings, in memory (a `LeagueState` for `apply_match`)."""
 
     def __init__(self, config: LeagueConfig | None = None):
         self.config = config or LeagueConfig.defaults()
         self.leagues: dict[str, dict[str, PlayerState]] = {}
+        self.records: dict[str, dict[str, Any]] = {}  # league -> its record (algorithm, matches, players)
         self.seen: dict[str, set[str]] = {}
         self.applied = 0
         self.duplicates = 0
-        # Called with (match, prior states, None for newcomers) before a match is applied.
+        # Called with (match, prior states, None for newcomers) after each applied match.
         self.observer: Callable[[Match, list[PlayerState | None]], None] | None = None
 
     def apply(self, match: Match) -> list[RatingChange] | None:
         """Apply one match; None if its match_id was already applied in its league."""
-        seen = self.seen.setdefault(match.league, set())
-        if match.match_id in seen:
+        try:
+            applied = apply_match(self.config, self, match)
+        except DuplicateMatch:
             self.duplicates += 1
             return None
-        players = self.leagues.get(match.league)
-        system = self.config.system_for(match.league)
-        if self.observer is None:
-            _, changes = rate_match(system, match, (players or {}).get)
-        else:
-            # rate_match's steps, keeping the prior states (None for newcomers)
-            # for the observer instead of looking every participant up again.
-            try:
-                system.check(match)
-            except InvalidMatch as exc:
-                raise BadEvent(exc.code, exc.message, exc.field, match.league, match.match_id) from None
-            prior = list(map((players or {}).get, map(_PLAYER, match.participants)))
-            before = [state if state is not None else system.initial_state() for state in prior]
-            changes = system.rate(match, before)
-            self.observer(match, prior)
-        if players is None:
-            players = self.leagues[match.league] = {}
-        players.update(zip(map(_PLAYER, changes), map(_AFTER, changes)))
-        seen.add(match.match_id)
         self.applied += 1
-        return changes
+        if self.observer is not None:
+            self.observer(match, applied.prior)
+        return applied.changes
 
+    # -- LeagueState ---------------------------------------------------------------
+    def league(self, league: str) -> dict[str, Any] | None:
+        return self.records.get(league)
+
+    def has_match(self, league: str, match_id: str) -> bool:
+        seen = self.seen.get(league)
+        return seen is not None and match_id in seen
+
+    def players(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerState | None]:
+        players = self.leagues.get(league)
+        return [None] * len(names) if players is None else list(map(players.get, names))
+
+    def save(self, match: Match, changes: list[RatingChange], record: dict[str, Any]) -> None:
+        league = match.league
+        players = self.leagues.get(league)
+        if players is None:
+            players = self.leagues[league] = {}
+            self.seen[league] = set()
+        players.update(zip(map(_PLAYER, changes), map(_AFTER, changes)))
+        self.seen[league].add(match.match_id)
+        self.records[league] = record
+
+    # -- reading -------------------------------------------------------------------
     def state(self, league: str, player: str) -> PlayerState | None:
         return self.leagues.get(league, {}).get(player)
 

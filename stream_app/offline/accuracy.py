@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .engine import Match, PlayerState
+from ..engine import Match, PlayerState
 
 EXPERIENCED = 5
 MSE_MAX_PAIRS = 100_000

@@ -7,8 +7,8 @@ from array import array
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .config import LeagueConfig
-from .events import BadEvent, parse_match
+from ..leagues import LeagueConfig
+from ..events import BadEvent, parse_match
 from .replay import Ledger, open_lines
 
 

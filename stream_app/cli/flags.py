@@ -1,0 +1,112 @@
+"""What the commands share: flags with their environment variables, value
+checks, the league configuration and Kafka security from the environment,
+and the listing of rejected lines.
+
+Every flag defaults to the environment variable named after it (--broker:
+RATINGS_BROKER, --match-topic: RATINGS_MATCH_TOPIC, ...) and then to
+stream_app.settings; the flag wins. Kafka security (TLS, SASL) comes from
+RATINGS_KAFKA_* variables only (stream_app/security.py), so passwords never
+appear in a process listing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Callable
+
+from ..leagues import ConfigError, LeagueConfig
+from ..settings import DEFAULTS
+
+LIST_PROBLEMS = 20  # rejected lines listed one by one; the summary counts them all
+
+
+def env(name: str, default: Any) -> Any:
+    value = os.environ.get(name)
+    return default if value in (None, "") else value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
+def port(text: str) -> int:
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port, 1 to 65535 (got {value})")
+    return value
+
+
+def league_config(path: str | None) -> LeagueConfig:
+    try:
+        return LeagueConfig.load(path)
+    except ConfigError as exc:
+        raise SystemExit(f"ratings: {exc}") from None
+
+
+def kafka_security(command: str) -> Any:
+    """KafkaSecurity from RATINGS_KAFKA_* (None for plaintext); a bad setting stops the command."""
+    from ..security import KafkaSecurity, SecurityConfigError
+
+    try:
+        security = KafkaSecurity.from_env()
+    except SecurityConfigError as exc:
+        raise SystemExit(f"ratings {command}: {exc}") from None
+    return security if security.protocol != "PLAINTEXT" else None
+
+
+class Problems:
+    """Lists the first LIST_PROBLEMS rejected lines on stderr and counts them all."""
+
+    def __init__(self, quiet: bool, write: Callable[[str], None] | None = None):
+        self.quiet = quiet
+        self.write = write or (lambda text: print(text, file=sys.stderr))
+        self.count = 0
+
+    def add(self, line: int, error: Exception) -> None:
+        self.count += 1
+        if not self.quiet and self.count <= LIST_PROBLEMS:
+            self.write(f"line {line}: {error}")
+
+    def summary(self, what: str) -> None:
+        if not self.quiet and self.count > LIST_PROBLEMS:
+            print(f"... and {self.count - LIST_PROBLEMS:,} more {what}", file=sys.stderr)
+
+
+def add_common_flags(parser: argparse.ArgumentParser, *, web: bool = False, data_dir: bool = False,
+                     config: bool = False) -> None:
+    """Broker, partitions and topic flags (plus, on request, web, data directory and league configuration).
+
+    Defaults come from the environment variable named after each flag; argparse
+    converts and checks them like command-line values.
+    """
+    group = parser.add_argument_group("Kafka (each flag defaults to the environment variable named in brackets)")
+    group.add_argument("--broker", default=env("RATINGS_BROKER", DEFAULTS.broker), metavar="URL",
+                       help="Kafka bootstrap URL, kafka://HOST:PORT[;HOST:PORT...] [RATINGS_BROKER] (default %(default)s)")
+    group.add_argument("--partitions", type=positive_int, default=env("RATINGS_PARTITIONS", DEFAULTS.partitions),
+                       metavar="N", help="partitions of topics created when missing [RATINGS_PARTITIONS] (default %(default)s)")
+    group.add_argument("--match-topic", default=env("RATINGS_MATCH_TOPIC", DEFAULTS.match_topic), metavar="TOPIC",
+                       help="match-result events [RATINGS_MATCH_TOPIC] (default %(default)s)")
+    group.add_argument("--changes-topic", default=env("RATINGS_CHANGES_TOPIC", DEFAULTS.changes_topic), metavar="TOPIC",
+                       help="rating-changed events [RATINGS_CHANGES_TOPIC] (default %(default)s)")
+    group.add_argument("--dlq-topic", default=env("RATINGS_DLQ_TOPIC", DEFAULTS.dlq_topic), metavar="TOPIC",
+                       help="dead letters: rejected match results [RATINGS_DLQ_TOPIC] (default %(default)s)")
+    if web:
+        group = parser.add_argument_group("HTTP")
+        group.add_argument("--web-port", type=port, default=env("RATINGS_WEB_PORT", DEFAULTS.web_port), metavar="PORT",
+                           help="HTTP API and metrics port [RATINGS_WEB_PORT] (default %(default)s)")
+        group.add_argument("--web-host", default=env("RATINGS_WEB_HOST", DEFAULTS.web_host), metavar="HOST",
+                           help="HTTP bind address [RATINGS_WEB_HOST] (default %(default)s)")
+    if data_dir:
+        parser.add_argument("--data-dir", default=env("RATINGS_DATA_DIR", f"./{DEFAULTS.data_dir}"), metavar="DIR",
+                            help="local state (RocksDB tables) [RATINGS_DATA_DIR] (default %(default)s)")
+    if config:
+        parser.add_argument("--config", "-c", default=env("RATINGS_CONFIG", None), metavar="FILE",
+                            help="league configuration (TOML) [RATINGS_CONFIG] (default: every league uses elo)")

@@ -1,0 +1,1 @@
+"""Offline: the same engine over files (replay, accuracy, charts) and the sample data."""

@@ -1,0 +1,42 @@
+"""Every default of the service in one place: the worker, the client and the
+command line all start from `Settings()`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Settings:
+    broker: str = "kafka://127.0.0.1:9092"
+    partitions: int = 8  # of the topics the service creates; a league lives on one partition
+    match_topic: str = "match-results"
+    changes_topic: str = "rating-changes"
+    dlq_topic: str = "match-results-dlq"
+    data_dir: Path = Path("data")
+    web_port: int = 6066
+    web_host: str = "127.0.0.1"
+    advertised_url: str | None = None  # how other workers reach this one (default http://web_host:web_port)
+    config_path: str | None = None  # the league configuration (TOML); None: every league uses elo
+    app_id: str = "ratings"  # the consumer group and the prefix of the tables' changelog topics
+    batch_max: int = 2000  # input records taken at once
+    batch_max_bytes: int = 2 * 1024 * 1024  # input applied between two checkpoints
+    batch_wait: float = 0.1  # longest wait for input when there is none (s)
+    stop_timeout: float = 30.0  # a batch in progress gets this long to finish at a rebalance or stop (s)
+    session_timeout: float = 10.0  # the consumer group's session timeout (s)
+    heartbeat_interval: float = 1.0
+    security: Any = None  # stream_app.security.KafkaSecurity; None: plaintext
+
+    @property
+    def forward_topic(self) -> str:
+        """Where records found on the wrong partition for their league go, re-keyed."""
+        return f"{self.match_topic}-by-league"
+
+    @property
+    def input_topics(self) -> tuple[str, str]:
+        return self.match_topic, self.forward_topic
+
+
+DEFAULTS = Settings()

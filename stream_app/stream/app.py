@@ -1,0 +1,311 @@
+"""The Faust app of a worker: its tables, the rebalance hooks that pause and
+resume the batch loop, the clean-stop marker, the timers, and `run_worker`.
+
+Input: `match-results` (key = league) and `<match-results>-by-league` (records
+found on the wrong partition, re-keyed). Faust's consumer group decides which
+worker owns which partitions and restores their tables; the records of the
+owned partitions are read by the worker's own consumer (stream/intake.py) and
+applied by the batch loop (stream/worker.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import faust
+from faust.types import TP
+
+from ..client import RatingsClient, bootstrap_servers
+from ..events import MAX_EVENT_BYTES
+from ..leagues import LeagueConfig
+from ..settings import Settings
+from . import kafka_io, observe
+from .api import Api, Reads
+from .intake import Intake
+from .state import CHECKPOINTS, LEAGUES, STATE_TABLES
+from .worker import Worker
+
+log = logging.getLogger(__name__)
+
+CLEAN_MARKER = "CLEAN_SHUTDOWN"
+ROCKSDB_OPTIONS = {
+    # Faust/rocksdict defaults are a 2 GiB block cache and 3 x 64 MiB memtables
+    # per partition and table; 4 tables x 8 partitions would reserve far more than
+    # a worker needs. These keep the worst case near 32 x 24 MiB.
+    "block_cache_size": 8 * 1024 * 1024,
+    "write_buffer_size": 8 * 1024 * 1024,
+    "max_write_buffer_number": 2,
+}
+_FAUST_SENSORS = False
+
+
+class _App(faust.App):
+    """Faust's app with two hooks: after it starts (its consumer exists, not yet in
+    the group) and before it stops its consumer and tables."""
+
+    after_start: Any = None  # () -> None
+    before_stop: Any = None  # async () -> None
+
+    async def on_start(self) -> None:
+        await super().on_start()
+        if self.after_start is not None:
+            self.after_start()
+
+    async def on_stop(self) -> None:
+        if self.before_stop is not None:
+            await self.before_stop()
+        await super().on_stop()
+
+
+class WorkerApp:
+    """A worker: the Faust app around the batch loop and the API."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.config = LeagueConfig.load(settings.config_path)
+        self.data_dir = Path(settings.data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.app = self._build_app()
+        self.wiped = self._prepare_local_state(Path(self.app.conf.tabledir))
+        self.store = kafka_io.FaustStore(self.tables)
+        intake = Intake(self.kafka_options(), settings.batch_max, wait_ms=int(settings.batch_wait * 1000))
+        self.worker = Worker(settings, self.config, self.store, kafka_io.ProducerSender(self.app), intake)
+        self.reads = Reads(self.store, settings.partitions, self.worker.checkpoint)
+        self.api = Api(self.reads, self.config, self.owns, self.owner_url, self.ready, self.health)
+        self.api.routes(self.app)
+        self._assignment: int | None = None  # the intake's generation when partitions were last assigned
+        self._group_commit: asyncio.Future | None = None
+
+    # -- local state and crash safety ------------------------------------------------
+    def _prepare_local_state(self, tables: Path) -> bool:
+        """After an unclean stop, local RocksDB may hold writes the changelog never
+        got (Faust writes RocksDB at once and the changelog later), so it is not a
+        prefix of the changelog: wipe it and restore from the changelogs. Returns
+        whether it wiped."""
+        marker = self.data_dir / CLEAN_MARKER
+        wiped = tables.exists() and not marker.exists()
+        if wiped:
+            log.warning("previous stop was not clean: wiping %s, state comes back from the changelogs", tables)
+            shutil.rmtree(tables)
+        marker.unlink(missing_ok=True)
+        return wiped
+
+    def mark_clean(self) -> None:
+        (self.data_dir / CLEAN_MARKER).write_text(f"{time.time()}\n")
+
+    # -- the Faust app ------------------------------------------------------------------
+    def _build_app(self) -> faust.App:
+        s = self.settings
+        options: dict[str, Any] = dict(
+            broker=s.broker,
+            store="rocksdb://",
+            datadir=str(self.data_dir),
+            topic_partitions=s.partitions,
+            topic_replication_factor=1,
+            key_serializer="raw",
+            value_serializer="raw",
+            web_enabled=True,
+            web_port=s.web_port,
+            web_bind=s.web_host,
+            web_host=s.web_host,
+            web_tables_enabled=False,  # never serve raw tables
+            broker_session_timeout=s.session_timeout,
+            broker_heartbeat_interval=s.heartbeat_interval,
+            consumer_auto_offset_reset="earliest",
+            producer_acks=-1,
+            # Faust's default (1,000,000) is below the largest valid event, which the
+            # worker may have to forward; dead letters stay under MAX_DEAD_LETTER_BYTES.
+            producer_max_request_size=MAX_EVENT_BYTES + 64 * 1024,
+            # Faust's default record batch (16 KiB), with aiokafka's one pending batch per
+            # partition, split a batch's outputs into hundreds of produce requests in a row.
+            producer_max_batch_size=512 * 1024,
+            stream_wait_empty=True,
+            table_standby_replicas=0,
+            autodiscover=False,
+        )
+        if s.advertised_url:
+            options["canonical_url"] = s.advertised_url
+        if s.security is not None:
+            options.update(s.security.faust_settings())
+        app = _App(s.app_id, **options)
+        app.after_start = lambda: kafka_io.keep_input_from_faust(app.consumer, s.input_topics)
+        app.before_stop = self._stop_input
+        topic = dict(partitions=s.partitions, key_serializer="raw", value_serializer="raw", internal=False)
+        table = dict(partitions=s.partitions, key_type=bytes, value_type=bytes, default=None, options=ROCKSDB_OPTIONS)
+        self.tables = {name: app.Table(name, **table) for name in (*STATE_TABLES, CHECKPOINTS)}
+        # The agent subscribes the group to the input topics: that is how Faust assigns
+        # partitions and their tables. Its records are read by the intake instead.
+        app.agent(app.topic(*s.input_topics, acks=False, **topic), name="apply")(self._agent)
+        app.on_partitions_revoked.connect(self._on_revoked)
+        app.on_partitions_assigned.connect(self._on_assigned)
+        app.on_rebalance_complete.connect(self._on_recovered)
+        app.timer(2.0)(self._refresh_gauges)
+        app.timer(5.0)(self._commit_group_offsets)
+        app.task(self._install_task_dump)
+        global _FAUST_SENSORS
+        if not _FAUST_SENSORS:  # they register process-wide metrics: once per process (tests build several apps)
+            from faust.sensors.prometheus import setup_prometheus_sensors
+
+            setup_prometheus_sensors(app, name_prefix="faust")
+            _FAUST_SENSORS = True
+        observe.set_state("starting")
+        return app
+
+    async def _agent(self, stream: Any) -> None:
+        # Input partitions are never active in Faust's consumer (kafka_io.keep_input_from_faust).
+        async for event in stream.events():
+            log.error("input record %s[%d]@%d reached the Faust agent: ignored (the batch loop applies input)",
+                      event.message.topic, event.message.partition, event.message.offset)
+
+    def kafka_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"bootstrap_servers": bootstrap_servers(self.settings.broker)}
+        if self.settings.security is not None:
+            options.update(self.settings.security.aiokafka_kwargs())
+        return options
+
+    # -- rebalances ---------------------------------------------------------------------
+    async def _on_revoked(self, app: Any, revoked: set[TP], **_: Any) -> None:
+        # Faust waits for this before the group moves on, so the next owner of a
+        # partition cannot start before this worker's batch in progress is done.
+        await self.worker.pause()
+        observe.set_state("recovering")
+        # Gauges of partitions and leagues this worker may no longer own: the
+        # timer sets them again for what it owns after the rebalance.
+        observe.LAG.clear()
+        observe.PLAYERS.clear()
+
+    async def _on_assigned(self, app: Any, assigned: set[TP], **_: Any) -> None:
+        await self.worker.pause()
+        # Input resumes only if no pause (a newer rebalance) comes first: Faust can
+        # finish restoring after the next revocation.
+        self._assignment = self.worker.intake.generation
+        observe.ASSIGNED_PARTITIONS.set(sum(tp.topic == self.settings.match_topic for tp in assigned))
+
+    async def _on_recovered(self, app: Any, **_: Any) -> None:
+        # Sent once the tables are restored: the checkpoints say where input resumes.
+        owned = [(tp.topic, tp.partition) for tp in self.app.assignor.assigned_actives()
+                 if tp.topic in self.settings.input_topics]
+        if await self.worker.resume(owned, self._assignment):
+            log.info("taking input from %d partitions after their checkpoints", len(owned))
+
+    async def _stop_input(self) -> None:
+        await self.worker.stop()
+        await self.api.close()
+
+    # -- what this worker owns ----------------------------------------------------------
+    def _owned(self) -> list[int]:
+        topic = self.store.changelog_topic(LEAGUES)
+        return sorted(tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == topic)
+
+    def owns(self, partition: int) -> bool:
+        return partition in self._owned()
+
+    def owner_url(self, partition: int) -> str | None:
+        topic = self.store.changelog_topic(LEAGUES)
+        for url, tps in self.app.assignor.changelog_distribution.items():
+            if partition in tps.get(topic, ()):
+                return url
+        return None
+
+    def ready(self) -> bool:
+        """Serving is safe: no rebalance under way and table recovery complete."""
+        recovery = self.app.tables.recovery
+        return not self.app.rebalancing and not recovery.in_recovery and recovery.completed.is_set()
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok", "ready": self.ready(), **self.worker.tally.counts(), "assigned_partitions": self._owned(),
+                "wiped_local_state": self.wiped, "phase": self.worker.phase}
+
+    # -- timers -------------------------------------------------------------------------
+    async def _refresh_gauges(self) -> None:
+        try:
+            ready = self.ready()
+            observe.set_state("running" if ready else "recovering")
+            if ready:
+                self._set_gauges()
+        except Exception:  # a metrics refresh must never take the worker down
+            log.exception("refreshing gauges failed")
+
+    def _set_gauges(self) -> None:
+        owned = self._owned()
+        for partition in owned:
+            for league, record in self.reads.leagues(partition):
+                observe.PLAYERS.labels(league, record["algorithm"]).set(record["players"])
+        consumer = self.app.consumer
+        for tp in consumer.assignment():
+            highwater = consumer.highwater(tp)
+            if tp.topic in self.settings.input_topics and highwater is not None:
+                done = self.worker.checkpoint(tp.partition).offsets.get(tp.topic, -1)
+                observe.LAG.labels(tp.topic, str(tp.partition)).set(max(0, highwater - (done + 1)))
+
+    async def _commit_group_offsets(self) -> None:
+        """Commit each owned input partition's checkpoint to the consumer group, so
+        Kafka's own tools show the group's position and lag (the worker itself
+        resumes from its checkpoints, never from these). A commit still waiting
+        (the broker is away) is not joined by another."""
+        partitions = self.worker.partitions
+        if not self.ready() or not partitions or (self._group_commit is not None and not self._group_commit.done()):
+            return
+        offsets = {(topic, partition): done + 1 for partition, state in list(partitions.items())
+                   for topic, done in state.checkpoint.offsets.items()}
+
+        async def commit() -> None:
+            try:
+                await kafka_io.commit_group_offsets(self.app.consumer, offsets)
+            except Exception as exc:  # visibility only: never worth failing for
+                log.debug("committing input offsets to the group failed: %s", exc)
+
+        self._group_commit = asyncio.ensure_future(commit())
+
+    async def _install_task_dump(self) -> None:
+        """SIGUSR1 logs every asyncio task's stack: for diagnosing a stuck worker."""
+        loop = asyncio.get_running_loop()
+
+        def dump() -> None:
+            log.warning("batch phase: %s", self.worker.phase)
+            for task in asyncio.all_tasks(loop):
+                log.warning("task %s:\n%s", task.get_name(), "\n".join(f"  {frame}" for frame in task.get_stack()))
+
+        loop.add_signal_handler(signal.SIGUSR1, dump)
+
+
+async def ensure_topics(settings: Settings) -> None:
+    """Create the topics if missing, and refuse to run on topics whose partition
+    counts differ from --partitions (leagues would map to the wrong partitions)."""
+    client = RatingsClient.from_settings(settings)
+    await client.start(ensure_topics=False)
+    try:
+        counts = await client.ensure_topics(settings.partitions, extra=[settings.forward_topic])
+    finally:
+        await client.stop()
+    for topic in settings.input_topics:
+        if counts.get(topic) != settings.partitions:
+            raise SystemExit(f"ratings worker: topic {topic!r} has {counts.get(topic)} partitions but --partitions is "
+                             f"{settings.partitions}; they must agree")
+
+
+def run_worker(settings: Settings, loglevel: str = "info") -> int:
+    """Run one worker in the foreground until SIGINT/SIGTERM."""
+    # Fewer cyclic collections: a batch allocates hundreds of thousands of short-lived
+    # containers, nearly all freed by reference counting, and every collection also
+    # scanned the long-lived cached states (docs/performance.md).
+    gc.set_threshold(50_000, 50, 100)
+    asyncio.run(ensure_topics(settings))
+    worker = WorkerApp(settings)
+    faust_worker = faust.Worker(worker.app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+    try:
+        faust_worker.execute_from_commandline()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0
+    else:
+        code = 0
+    if code == 0:  # an orderly stop: tables flushed, producer drained (a crash exits non-zero)
+        worker.mark_clean()
+    return code

@@ -1,0 +1,148 @@
+"""Every use of a private attribute of Faust or aiokafka, in one place.
+
+Each has its reason; each was checked against faust-streaming 0.15.3 and
+aiokafka 0.14.0 (constraints.txt). After upgrading either, read this file
+against the new sources, then run `make test` (tests/stream/test_kafka_io.py
+checks each of them against the installed versions).
+
+What the worker needs that neither library offers publicly:
+- the RocksDB database of one table partition (`FaustStore`): a batch spans
+  partitions, and Faust's table accessors pick the partition of "the current
+  event", which the worker's batches do not have;
+- the aiokafka producer inside Faust's (`ProducerSender`): record batches
+  sent directly, one await per batch instead of Faust's per-record path;
+- Faust's consumer never fetching input (`keep_input_from_faust`): input is
+  read by stream/intake.py at the checkpoints;
+- group offsets committed by the group member (`commit_group_offsets`):
+  Faust's own commit crashes the app on any commit error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Iterable, Iterator
+
+from aiokafka.structs import OffsetAndMetadata, TopicPartition
+from faust.types import TP
+
+log = logging.getLogger(__name__)
+
+
+class FaustStore:
+    """The worker's tables as RocksDB databases, one per table partition (stream/commit.py's Store)."""
+
+    def __init__(self, tables: dict[str, Any]):
+        self.tables = tables  # name -> faust Table with the rocksdb:// store
+
+    def db(self, table: str, partition: int) -> Any:
+        # faust/stores/rocksdb.py Store._db_for_partition: opens the partition's database once.
+        return self.tables[table].data._db_for_partition(partition)
+
+    def get(self, table: str, partition: int, key: bytes) -> bytes | None:
+        return self.db(table, partition).get(key)
+
+    def scan(self, table: str, partition: int, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        for key, value in self.db(table, partition).items(from_key=prefix):
+            if not key.startswith(prefix):
+                break
+            yield key, value
+
+    def write(self, table: str, partition: int, records: list[tuple[bytes, bytes]]) -> None:
+        from rocksdict import WriteBatch
+
+        batch = WriteBatch(raw_mode=True)
+        for key, value in records:
+            batch.put(key, value)
+        self.db(table, partition).write(batch)
+
+    def changelog_topic(self, table: str) -> str:
+        return self.tables[table].changelog_topic.get_topic_name()
+
+    def persist_offsets(self, partition: int, offsets: dict[str, int]) -> None:
+        """How far each table's changelog is in the local store: a clean restart
+        reads the changelog from there (Faust's public Store API)."""
+        for table, offset in offsets.items():
+            self.tables[table].data.set_persisted_offset(TP(self.changelog_topic(table), partition), offset)
+
+    def close(self) -> None:
+        for table in self.tables.values():
+            # faust/stores/rocksdb.py Store._dbs: Store.stop() does not close them.
+            for db in list(table.data._dbs.values()):
+                db.close()
+
+
+class ProducerSender:
+    """Record batches through the aiokafka producer inside Faust's (stream/commit.py's Sender)."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    def _producer(self) -> Any:
+        # faust/transport/drivers/aiokafka.py Producer._ensure_producer: the aiokafka producer.
+        return self.app.producer._ensure_producer()
+
+    async def partitions(self, topic: str) -> int:
+        return len(await self._producer().partitions_for(topic))
+
+    async def send(self, topic: str, partition: int, records: Iterable[tuple[bytes, bytes]]) -> list[Awaitable[int]]:
+        """Records of one topic partition as record batches, in order; each awaitable gives
+        the offset of its batch's last record once the broker has acknowledged it."""
+        producer = self._producer()
+        acks: list[Awaitable[int]] = []
+        builder, count = producer.create_batch(), 0
+        for key, value in records:
+            if builder.append(key=key, value=value, timestamp=None) is None:
+                acks.append(_last_offset(await producer.send_batch(builder, topic, partition=partition), count))
+                builder, count = producer.create_batch(), 0
+                builder.append(key=key, value=value, timestamp=None)  # the first record always fits
+            count += 1
+        if count:
+            acks.append(_last_offset(await producer.send_batch(builder, topic, partition=partition), count))
+        return acks
+
+
+async def _last_offset(future: asyncio.Future, count: int) -> int:
+    metadata = await future
+    return metadata.offset + count - 1  # metadata.offset: the batch's base offset
+
+
+def keep_input_from_faust(consumer: Any, input_topics: tuple[str, ...]) -> None:
+    """Faust's consumer never makes an input partition active, so never fetches input
+    for its agent. It activates partitions in two places: every newly assigned one
+    (`_set_active_tps`, before the app pauses them for recovery) and every resumed
+    one (`resume_partitions`, public, after recovery). Installed once, at app start."""
+    if getattr(consumer, "_ratings_input_kept", False):
+        return
+    resume_partitions = consumer.resume_partitions
+    # faust/transport/consumer.py Consumer._set_active_tps
+    set_active_tps = consumer._set_active_tps
+
+    def resume_all_but_input(tps: Any) -> None:
+        resume_partitions({tp for tp in tps if tp.topic not in input_topics})
+
+    def activate_all_but_input(tps: Any) -> Any:
+        return set_active_tps({tp for tp in tps if tp.topic not in input_topics})
+
+    consumer.resume_partitions = resume_all_but_input
+    consumer._set_active_tps = activate_all_but_input
+    consumer._ratings_input_kept = True
+
+
+async def commit_group_offsets(consumer: Any, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit (topic, partition) -> next offset for the consumer group, through the
+    aiokafka consumer of Faust's consumer thread (the group member; the broker
+    refuses commits from anyone else). Only partitions the group still gives it."""
+    # faust/transport/drivers/aiokafka.py: Consumer._thread (AIOKafkaConsumerThread)
+    # and its _ensure_consumer(); the commit must run in that thread's event loop.
+    thread = consumer._thread
+
+    async def commit() -> None:
+        member = thread._ensure_consumer()
+        owned = member.assignment()
+        mine = {TopicPartition(topic, partition): OffsetAndMetadata(offset, "")
+                for (topic, partition), offset in offsets.items() if TopicPartition(topic, partition) in owned}
+        if mine:
+            await member.commit(mine)
+
+    await thread.call_thread(commit)

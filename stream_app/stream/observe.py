@@ -1,0 +1,149 @@
+"""What the worker shows of itself: Prometheus metrics (prometheus-client,
+default registry; served at /metrics next to Faust's own sensor metrics) and
+the counts of /health."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from ..leagues import LeagueConfig
+
+log = logging.getLogger(__name__)
+
+MATCHES_APPLIED = Counter(
+    "ratings_matches_applied_total", "Matches applied to the rating state", ["league", "algorithm"]
+)
+DUPLICATES = Counter(
+    "ratings_duplicate_matches_total",
+    "Matches not applied because their match_id was already applied in the league",
+    ["league", "algorithm"],
+)
+DEAD_LETTERS = Counter(
+    "ratings_dead_letters_total", "Input events sent to the dead-letter topic", ["reason", "league", "algorithm"]
+)
+REDELIVERED = Counter(
+    "ratings_redelivered_events_total", "Input events skipped because they were applied before a restart"
+)
+INPUT_GAPS = Counter(
+    "ratings_input_gaps_total",
+    "Times input arrived past the checkpoint (records skipped) and the skipped records were read directly",
+)
+INPUT_RECORDS = Counter("ratings_input_records_total", "Input records taken by the worker's consumer, per topic", ["topic"])
+FORWARDED = Counter(
+    "ratings_forwarded_events_total", "Input events on the wrong partition for their league, re-keyed by league"
+)
+RATING_CHANGES = Counter(
+    "ratings_rating_changes_total", "rating-changed events published", ["league", "algorithm"]
+)
+LATENCY = Histogram(
+    "ratings_processing_latency_seconds",
+    "From the match's occurred_at (or the input record's timestamp) to its rating changes being published",
+    ["algorithm"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600, float("inf")),
+)
+CHANGE_SIZE = Histogram(
+    "ratings_rating_change_size",
+    "Absolute rating change per participant per match",
+    ["algorithm"],
+    buckets=(0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, float("inf")),
+)
+PLAYERS = Gauge("ratings_league_players", "Players with a rating in the league (leagues owned by this worker)", ["league", "algorithm"])
+LAG = Gauge("ratings_consumer_lag", "Input records not yet applied, per partition (high watermark - next offset)", ["topic", "partition"])
+BATCH_SECONDS = Histogram(
+    "ratings_batch_seconds", "Time to apply a batch and write its checkpoint",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")),
+)
+CHECKPOINTS = Counter("ratings_checkpoints_total", "Checkpoints written (batches committed to the tables)")
+WORKER_STATE = Gauge(
+    "ratings_worker_state", "1 for the worker's current state", ["state"]
+)
+ASSIGNED_PARTITIONS = Gauge("ratings_assigned_partitions", "Input partitions assigned to this worker")
+
+STATES = ("starting", "recovering", "running", "stopping")
+
+
+def set_state(state: str) -> None:
+    for name in STATES:
+        WORKER_STATE.labels(name).set(1 if name == state else 0)
+
+
+class Tally:
+    """What the batches did: counts for /health, metrics once per batch."""
+
+    def __init__(self, config: LeagueConfig):
+        self.config = config
+        self.started_at = time.time()
+        self.first_applied_at: float | None = None
+        self.applied = 0
+        self.dead_letters = 0
+        self.duplicates = 0
+        self.forwarded = 0
+
+    def input(self, records: list[Any]) -> None:
+        topics: dict[str, int] = {}
+        for record in records:
+            topics[record.topic] = topics.get(record.topic, 0) + 1
+        for topic, count in topics.items():
+            INPUT_RECORDS.labels(topic).inc(count)
+
+    def dead_letter(self, code: str, league: str | None, duplicate: bool) -> None:
+        self.dead_letters += 1
+        algorithm = self.config.rule_for(league).algorithm if league else ""
+        DEAD_LETTERS.labels(code, league or "", algorithm).inc()
+        if duplicate:
+            self.duplicates += 1
+            DUPLICATES.labels(league, algorithm).inc()
+
+    def forward(self) -> None:
+        self.forwarded += 1
+        FORWARDED.inc()
+
+    def applied_batch(self, applied: list[tuple[Any, int | None]], now: float) -> None:
+        """Metrics of a batch's applied matches ((rating.Applied, record timestamp in ms)):
+        counters once per league, not per match."""
+        if not applied:
+            return
+        if self.first_applied_at is None:
+            self.first_applied_at = now
+            log.info("first match applied %.1f s after start", now - self.started_at)
+            set_state("running")
+        self.applied += len(applied)
+        leagues: dict[tuple[str, str], list[int]] = {}
+        latencies: dict[str, list[float]] = {}
+        sizes: dict[str, list[float]] = {}
+        for item, timestamp in applied:
+            algorithm = item.algorithm
+            match = item.match
+            counts = leagues.get((match.league, algorithm))
+            if counts is None:
+                counts = leagues[(match.league, algorithm)] = [0, 0, 0]
+            counts[0] += 1
+            counts[1] += len(item.changes)
+            counts[2] = item.record["players"]
+            origin = match.time if match.time is not None else (timestamp / 1000 if timestamp else None)
+            if origin is not None:
+                latencies.setdefault(algorithm, []).append(max(0.0, now - origin))
+            sizes.setdefault(algorithm, []).extend(abs(c.after.rating - c.before.rating) for c in item.changes)
+        for (league, algorithm), (matches, changes, players) in leagues.items():
+            MATCHES_APPLIED.labels(league, algorithm).inc(matches)
+            RATING_CHANGES.labels(league, algorithm).inc(changes)
+            PLAYERS.labels(league, algorithm).set(players)
+        for histogram, values in ((LATENCY, latencies), (CHANGE_SIZE, sizes)):
+            for algorithm, observed in values.items():
+                child = histogram.labels(algorithm)
+                for value in observed:
+                    child.observe(value)
+
+    def counts(self) -> dict[str, Any]:
+        return {
+            "applied": self.applied,
+            "dead_letters": self.dead_letters,
+            "duplicates": self.duplicates,
+            "forwarded": self.forwarded,
+            "started_at": self.started_at,
+            "first_applied_at": self.first_applied_at,
+        }

@@ -1,0 +1,180 @@
+"""The batch loop: take a batch of input, apply it, commit it.
+
+This is what a Faust agent would be. Faust still owns the consumer group,
+the tables and their recovery (stream/app.py), and calls `pause` and `resume`
+at rebalances; input comes from the worker's own consumer (stream/intake.py),
+starting after each partition's checkpoint; every record goes through
+stream/records.py (which applies matches through rating.apply_match, as the
+replay does); every batch ends with a commit (stream/commit.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from ..leagues import LeagueConfig
+from ..settings import Settings
+from . import intake as input_
+from . import observe
+from .commit import Committer, Sender, Store
+from .intake import Intake, Positions
+from .records import RecordHandler, is_duplicate
+from .state import CHECKPOINT_KEY, CHECKPOINTS, Checkpoint, PartitionState
+
+log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 1.0  # after a failed batch; doubled after each failure in a row
+RETRY_MAX_SECONDS = 30.0
+
+
+class Worker:
+    def __init__(self, settings: Settings, config: LeagueConfig, store: Store, sender: Sender, intake: Intake):
+        self.settings = settings
+        self.store = store
+        self.intake = intake
+        self.handler = RecordHandler(config, settings.partitions, settings.forward_topic)
+        outputs = {"change": settings.changes_topic, "dead_letter": settings.dlq_topic, "forward": settings.forward_topic}
+        self.committer = Committer(store, sender, outputs)
+        self.tally = observe.Tally(config)
+        self.partitions: dict[int, PartitionState] = {}  # taken up since the last rebalance
+        self.failures = 0
+        self.phase = "idle"  # shown by /health and SIGUSR1: diagnosing a stall
+        self._task: asyncio.Task | None = None
+
+    # -- the loop ----------------------------------------------------------------------
+    async def run(self) -> None:
+        delay = RETRY_SECONDS
+        while True:
+            try:
+                async with self.intake.batch() as records:
+                    await self.apply_batch(records)
+                delay = RETRY_SECONDS
+            except Exception:
+                # The batch's writes stay uncommitted (stream/state.py): take the partitions
+                # up anew and read input again from their checkpoints, after a back-off.
+                self.failures += 1
+                self.partitions.clear()
+                log.exception("a batch failed: input resumes from the checkpoints in %.0f s", delay)
+                await self.intake.rewind(self.positions(self.intake.owned_partitions), delay)
+                delay = min(delay * 2, RETRY_MAX_SECONDS)
+            finally:
+                self.phase = "waiting for a batch"
+
+    async def apply_batch(self, records: list[Any]) -> None:
+        """Apply a batch of input records (in order per partition), in parts of about
+        `batch_max_bytes` of input, each committed: a batch is bounded by records, not
+        by work, and 2,000 rounds of thousands of participants would otherwise hold
+        the event loop for minutes with nothing committed."""
+        self.tally.input(records)
+        start, size = 0, 0
+        for i, record in enumerate(records):
+            size += len(record.value or b"")
+            if size >= self.settings.batch_max_bytes and i + 1 < len(records):
+                await self._apply_part(records[start : i + 1])
+                start, size = i + 1, 0
+        await self._apply_part(records[start:])
+
+    async def _apply_part(self, records: list[Any]) -> None:
+        started = time.perf_counter()
+        outputs: list = []
+        applied: list = []
+        touched: dict[int, PartitionState] = {}
+        for received in records:
+            state = touched.get(received.partition)
+            if state is None:
+                state = touched[received.partition] = await self._take_up(received.partition)
+            self.phase = f"applying a batch of {len(records)}"
+            for record in await self._with_skipped(state, received):
+                self._handle(state, record, outputs, applied)
+        self.phase = f"committing {len(touched)} partitions"
+        await self.committer.commit(list(touched.values()), outputs)
+        self.tally.applied_batch(applied, time.time())
+        observe.BATCH_SECONDS.observe(time.perf_counter() - started)
+
+    def _handle(self, state: PartitionState, record: Any, outputs: list, applied: list) -> None:
+        outcome = self.handler.handle(state, record.topic, record.partition, record.offset, record.key, record.value)
+        if outcome.redelivered:
+            observe.REDELIVERED.inc()
+            return
+        outputs.extend(outcome.outputs)
+        if outcome.forwarded:
+            self.tally.forward()
+        if outcome.dead_letter is not None:
+            error = outcome.dead_letter
+            self.tally.dead_letter(error.code, error.league, is_duplicate(error))
+        if outcome.applied is not None:
+            applied.append((outcome.applied, record.timestamp))
+
+    async def _take_up(self, partition: int) -> PartitionState:
+        state = self.partitions.get(partition)
+        if state is None:
+            self.phase = f"taking up partition {partition}"
+            state = self.partitions[partition] = await self.committer.take_up(partition)
+        return state
+
+    async def _with_skipped(self, state: PartitionState, record: Any) -> list[Any]:
+        """The record, preceded by any records of its partition that input skipped.
+
+        The intake starts each partition right after its checkpoint, so this is a
+        safety net: a record past the next expected offset means the consumer
+        jumped. The missing records are read directly from the broker, in order,
+        and applied first."""
+        expected = state.next_offset(record.topic)
+        if expected is None or record.offset <= expected:
+            return [record]
+        log.warning("input %s[%d] arrived at offset %d, past the checkpoint (next %d): reading %d skipped records",
+                    record.topic, record.partition, record.offset, expected, record.offset - expected)
+        observe.INPUT_GAPS.inc()
+        skipped = await input_.read_range(self.intake.options, record.topic, record.partition, expected, record.offset)
+        return [*skipped, record]
+
+    # -- ownership: called at rebalances (stream/app.py) ---------------------------------
+    def checkpoint(self, partition: int) -> Checkpoint:
+        """The partition's last checkpoint."""
+        state = self.partitions.get(partition)
+        if state is not None:
+            return state.checkpoint
+        return Checkpoint.decode(self.store.get(CHECKPOINTS, partition, CHECKPOINT_KEY))
+
+    def positions(self, owned: list[tuple[str, int]]) -> Positions:
+        """Where input resumes: the record after each partition's checkpoint (None: its beginning)."""
+        positions: Positions = {}
+        for topic, partition in owned:
+            done = self.checkpoint(partition).offsets.get(topic)
+            positions[(topic, partition)] = None if done is None else done + 1
+        return positions
+
+    async def resume(self, owned: list[tuple[str, int]], generation: int | None = None) -> bool:
+        """Take input from these partitions, after their checkpoints (unless the
+        assignment of `generation` is already over)."""
+        if not await self.intake.resume(self.positions(owned), generation):
+            return False
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self.run(), name="ratings-batches")
+        return True
+
+    async def pause(self) -> None:
+        """Take no more input and wait for the batch in progress. One that does not
+        finish in time (the broker is not answering) is cancelled: its writes stay
+        uncommitted. The partitions are taken up anew before their next batch."""
+        if not await self.intake.pause(self.settings.stop_timeout):
+            log.warning("the batch in progress did not finish in %.0f s: cancelling it", self.settings.stop_timeout)
+            await self._cancel()
+        self.partitions.clear()
+
+    async def stop(self) -> None:
+        await self.pause()
+        await self._cancel()
+        await self.intake.close()
+
+    async def _cancel(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
