@@ -56,7 +56,7 @@ class Worker:
                 # The batch's writes stay uncommitted (stream/state.py): take the partitions
                 # up anew and read input again from their checkpoints, after a back-off.
                 self.failures += 1
-                self.partitions.clear()
+                self.abandon()
                 log.exception("a batch failed: input resumes from the checkpoints in %.0f s", delay)
                 await self.intake.rewind(self.positions(self.intake.owned_partitions), delay)
                 delay = min(delay * 2, RETRY_MAX_SECONDS)
@@ -163,6 +163,11 @@ class Worker:
         if not await self.intake.pause(self.settings.stop_timeout):
             log.warning("the batch in progress did not finish in %.0f s: cancelling it", self.settings.stop_timeout)
             await self._cancel()
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Forget the partitions' states: each is taken up anew before its next batch,
+        which leaves whatever a failed or cancelled batch wrote uncommitted."""
         self.partitions.clear()
 
     async def stop(self) -> None:

@@ -1,0 +1,109 @@
+"""In-memory stand-ins for the broker and the local tables, implementing
+stream/commit.py's `Sender` and `Store`, so that the batch loop and the commit
+sequence run without Kafka, Faust or RocksDB.
+
+The broker delivers each send after a random number of event-loop turns, in
+order within a topic partition and in any order across them, as Kafka may.
+It can fail a send (the worker sees an error and carries on) or crash at one:
+the process is gone, what was delivered stays, sends still in flight are lost."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import defaultdict, deque
+from typing import Iterable, Iterator
+
+from stream_app.stream.state import CHECKPOINTS, STATE_TABLES
+
+
+class Crash(BaseException):
+    """The worker process died at this send (BaseException: no handler of the worker catches it)."""
+
+
+class MemoryBroker:
+    def __init__(self, partitions: int = 8, seed: int = 0):
+        self.partition_count = partitions
+        self.rng = random.Random(seed)
+        self.logs: dict[tuple[str, int], list[tuple[bytes, bytes]]] = defaultdict(list)
+        self.in_flight: dict[tuple[str, int], deque] = defaultdict(deque)
+        self.sends = 0
+        self.fail_at: int | None = None  # this send raises ConnectionError; nothing of it reaches the broker
+        self.crash_at: int | None = None  # this send and every later one raise Crash
+        self.crash_on: str | None = None  # the first send to this topic, and every later send, raise Crash
+        self.held: set[str] = set()  # topics whose sends stay in flight until released
+
+    async def partitions(self, topic: str) -> int:
+        return self.partition_count
+
+    async def send(self, topic: str, partition: int, records: Iterable[tuple[bytes, bytes]]) -> list[asyncio.Future]:
+        self.sends += 1
+        if self.crash_on == topic:
+            self.crash_at = self.sends
+        if self.crash_at is not None and self.sends >= self.crash_at:
+            self._lose_in_flight()
+            raise Crash(f"crashed at send {self.sends} ({topic})")
+        if self.fail_at == self.sends:
+            raise ConnectionError(f"send {self.sends} failed")
+        ack = asyncio.get_running_loop().create_future()
+        self.in_flight[(topic, partition)].append((list(records), ack))
+        self._deliver_later((topic, partition), self.rng.choice((0, 1, 2, 3, 40)))  # now and then a slow one
+        return [ack]
+
+    def _deliver_later(self, tp: tuple[str, int], turns: int) -> None:
+        if turns or tp[0] in self.held:
+            turns = max(turns, 1)
+            asyncio.get_running_loop().call_soon(self._deliver_later, tp, turns - 1)
+        elif self.in_flight[tp]:  # the oldest send of the partition: order within a partition holds
+            records, ack = self.in_flight[tp].popleft()
+            log = self.logs[tp]
+            log.extend(records)
+            ack.set_result(len(log) - 1)  # the offset of the last record
+
+    def _lose_in_flight(self) -> None:
+        for queue in self.in_flight.values():
+            while queue:
+                _, ack = queue.popleft()
+                ack.set_exception(Crash("lost in flight"))
+
+    def values(self, topic: str) -> list[bytes]:
+        return [value for (name, _), log in sorted(self.logs.items()) if name == topic for _, value in log]
+
+
+class MemoryStore:
+    """Local tables: one dict per table partition."""
+
+    def __init__(self, app_id: str = "ratings"):
+        self.app_id = app_id
+        self.data: dict[tuple[str, int], dict[bytes, bytes]] = defaultdict(dict)
+        self.persisted: dict[tuple[str, int], int] = {}
+
+    def get(self, table: str, partition: int, key: bytes) -> bytes | None:
+        return self.data[(table, partition)].get(key)
+
+    def scan(self, table: str, partition: int, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        data = self.data[(table, partition)]
+        for key in sorted(data):
+            if key.startswith(prefix):
+                yield key, data[key]
+
+    def write(self, table: str, partition: int, records: list[tuple[bytes, bytes]]) -> None:
+        self.data[(table, partition)].update(records)
+
+    def changelog_topic(self, table: str) -> str:
+        return f"{self.app_id}-{table}-changelog"
+
+    def persist_offsets(self, partition: int, offsets: dict[str, int]) -> None:
+        for table, offset in offsets.items():
+            self.persisted[(table, partition)] = offset
+
+    @classmethod
+    def restored(cls, broker: MemoryBroker, app_id: str = "ratings") -> "MemoryStore":
+        """An empty data directory restored from the changelogs: what the broker has, in order."""
+        store = cls(app_id)
+        for table in (*STATE_TABLES, CHECKPOINTS):
+            topic = store.changelog_topic(table)
+            for (name, partition), log in broker.logs.items():
+                if name == topic:
+                    store.write(table, partition, log)
+        return store
