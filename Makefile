@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-reliability demo bench lock clean
+.PHONY: test check test-reliability demo bench audit lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,11 @@ $(STAMP): pyproject.toml constraints.txt
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# The fast part of the suite, for development: the engine, the offline tools and the
+# stream layer's unit tests (under two minutes). `make test` runs everything.
+check: $(STAMP)
+	$(PY) -m pytest -q tests/engine tests/offline tests/stream tests/test_*.py
+
 # Only the tests that kill, rebalance and stall workers mid-stream (also part of `make test`).
 test-reliability: $(STAMP)
 	$(PY) -m pytest -q -m reliability
@@ -24,6 +29,11 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# Known vulnerabilities in the pinned dependencies (needs the internet: not part of make test).
+audit: $(STAMP)
+	$(PY) -m pip install --quiet pip-audit
+	$(VENV)/bin/pip-audit -r constraints.txt
 
 # Re-pin constraints.txt from a fresh resolve (run when dependencies change).
 lock:

@@ -1,0 +1,80 @@
+"""The worker's input consumer (stream/intake.py) against the real broker: it
+starts each partition where it is told, hands out batches in order, stops
+taking input while paused (waiting for the batch in progress), refuses a
+resume of an assignment already over, and goes back to given positions."""
+
+import asyncio
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from stream_app.stream.intake import Intake
+from tests.support.names import unique_name
+
+
+async def _prepare(bootstrap: str, topic: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for partition, values in ((0, [f"a{i}" for i in range(10)]), (1, [f"b{i}" for i in range(4)])):
+            await asyncio.gather(*[await producer.send(topic, v.encode(), key=b"k", partition=partition) for v in values])
+    finally:
+        await producer.stop()
+
+
+async def _take(intake: Intake, until: int, seen: list) -> None:
+    while len(seen) < until:
+        async with intake.batch() as records:
+            seen += [(r.partition, r.offset) for r in records]
+
+
+def test_batches_start_at_the_positions_pause_waits_for_the_batch_and_rewind_goes_back(broker):
+    topic = unique_name("intake")
+
+    async def scenario():
+        await _prepare(broker.bootstrap, topic)
+        intake = Intake({"bootstrap_servers": broker.bootstrap}, max_records=3)
+        try:
+            assert await intake.resume({(topic, 0): 7, (topic, 1): None})
+            seen: list = []
+            await asyncio.wait_for(_take(intake, 7, seen), 30)
+            by_partition = {p: [o for q, o in seen if q == p] for p in (0, 1)}
+            assert by_partition == {0: [7, 8, 9], 1: [0, 1, 2, 3]}
+
+            # A pause waits for the batch in progress, and gives up after its timeout.
+            await intake.rewind({(topic, 0): 8, (topic, 1): 3}, delay=0)
+            entered = asyncio.Event()
+            release = asyncio.Event()
+
+            async def hold_a_batch():
+                async with intake.batch() as records:
+                    entered.set()
+                    await release.wait()
+                    return records
+
+            holder = asyncio.ensure_future(hold_a_batch())
+            await asyncio.wait_for(entered.wait(), 30)
+            assert await intake.pause(timeout=0.3) is False
+            release.set()
+            held = await holder
+            assert sorted((r.partition, r.offset) for r in held) == [(0, 8), (0, 9), (1, 3)]
+            assert await intake.pause(timeout=1) is True
+
+            # A resume of an assignment made before the last pause is over already.
+            assigned = intake.generation
+            await intake.pause(timeout=1)
+            assert await intake.resume({(topic, 1): 2}, assigned) is False
+            assert await intake.resume({(topic, 1): 2}, intake.generation) is True
+            async with intake.batch() as records:
+                assert [(r.partition, r.offset) for r in records] == [(1, 2), (1, 3)]
+            assert intake.owned_partitions == [(topic, 1)]
+        finally:
+            await intake.close()
+
+    asyncio.run(scenario())

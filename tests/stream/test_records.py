@@ -1,0 +1,49 @@
+"""What one input record becomes (stream/records.py)."""
+
+import orjson
+
+from stream_app.leagues import LeagueConfig
+from stream_app.stream.records import RecordHandler, league_partition
+from stream_app.stream.state import Checkpoint, PartitionState
+
+CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')
+TOPIC = "match-results"
+FORWARD = TOPIC + "-by-league"
+LINE = orjson.dumps({"league": "chess", "match_id": "1", "participants": [{"player": "a", "rank": 1}, {"player": "b", "rank": 2}]})
+
+
+def fresh() -> PartitionState:
+    return PartitionState(0, Checkpoint(), lambda t, k: None)
+
+
+def test_records_at_or_below_the_checkpoint_are_skipped_as_redelivered():
+    state = PartitionState(0, Checkpoint(batch=3, offsets={TOPIC: 41}), lambda t, k: None)
+    handler = RecordHandler(CONFIG, 1, FORWARD)
+    assert handler.handle(state, TOPIC, 0, 41, b"k", LINE).redelivered
+    outcome = handler.handle(state, TOPIC, 0, 42, b"k", LINE)
+    assert not outcome.redelivered and outcome.applied is not None and len(outcome.outputs) == 2
+
+
+def test_an_engine_failure_becomes_a_dead_letter_and_leaves_no_partial_state(monkeypatch):
+    from stream_app.engine.elo import Elo
+
+    def broken(self, match, before):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(Elo, "rate", broken)
+    state = fresh()
+    outcome = RecordHandler(CONFIG, 1, FORWARD).handle(state, TOPIC, 0, 0, b"chess", LINE)
+    assert outcome.dead_letter.code == "internal_error" and "ZeroDivisionError" in outcome.dead_letter.message
+    assert [o.kind for o in outcome.outputs] == ["dead_letter"]
+    assert state.overlay == {}  # nothing of the match was written
+    assert orjson.loads(outcome.outputs[0].value)["payload"] == LINE.decode()
+
+
+def test_a_record_on_the_wrong_partition_is_forwarded_keyed_by_league_and_refused_if_it_comes_back():
+    partitions = 8
+    wrong = (league_partition("chess", partitions) + 1) % partitions
+    handler = RecordHandler(CONFIG, partitions, FORWARD)
+    outcome = handler.handle(fresh(), TOPIC, wrong, 0, b"not-the-league", LINE)
+    assert outcome.forwarded and [(o.kind, o.key, o.value) for o in outcome.outputs] == [("forward", b"chess", LINE)]
+    again = handler.handle(fresh(), FORWARD, wrong, 0, b"chess", LINE)
+    assert again.dead_letter.code == "schema_violation" and not again.forwarded

@@ -1,0 +1,168 @@
+"""The batch loop (stream/worker.py) without Faust: in-memory tables and
+broker (tests/support/memory.py), and in the last test the real embedded
+broker for input."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+
+from stream_app.events import parse_match
+from stream_app.leagues import LeagueConfig
+from stream_app.offline.replay import Ledger
+from stream_app.settings import Settings
+from stream_app.stream import intake as intake_module
+from stream_app.stream import observe
+from stream_app.stream.api import Reads
+from stream_app.stream.intake import InputRecord, Intake
+from stream_app.stream.state import CHECKPOINT_KEY, CHECKPOINTS
+from stream_app.stream.worker import Worker
+from tests.support.memory import MemoryBroker, MemoryStore
+
+CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n[leagues."kart*"]\nalgorithm = "elo-pairwise"\n')
+SETTINGS = Settings(partitions=1)
+TOPIC = SETTINGS.match_topic
+
+
+def new_worker(settings: Settings = SETTINGS, options: dict | None = None) -> tuple[Worker, MemoryStore, MemoryBroker]:
+    store, broker = MemoryStore(), MemoryBroker(partitions=1)
+    worker = Worker(settings, CONFIG, store, broker, Intake(options or {}, settings.batch_max, wait_ms=100))
+    return worker, store, broker
+
+
+def reads(worker: Worker, store: MemoryStore) -> Reads:
+    return Reads(store, worker.settings.partitions, worker.checkpoint)
+
+
+def records(docs: list, topic: str = TOPIC) -> list[InputRecord]:
+    return [InputRecord(topic, 0, i, b"chess", doc if isinstance(doc, bytes) else orjson.dumps(doc), 1000)
+            for i, doc in enumerate(docs)]
+
+
+def replayed(docs: list) -> Ledger:
+    ledger = Ledger(CONFIG)
+    for doc in docs:
+        ledger.apply(parse_match(doc))
+    return ledger
+
+
+def assert_state_is_the_replay(view: Reads, docs: list) -> None:
+    for league, players in replayed(docs).leagues.items():
+        for player, state in players.items():
+            assert view.player(league, player) == state.to_dict()
+
+
+def two_player(match_id: str, a: str, b: str, league: str = "chess") -> dict:
+    return {"league": league, "match_id": match_id, "participants": [{"player": a, "rank": 1}, {"player": b, "rank": 2}]}
+
+
+async def test_a_batch_is_applied_published_and_checkpointed():
+    worker, store, broker = new_worker()
+    docs = [
+        two_player("1", "a", "b"),
+        {"league": "chess", "match_id": "2", "participants": [{"player": "b", "rank": 1}, {"player": "c", "rank": 1}]},
+        {"league": "karting", "match_id": "1", "participants": [
+            {"player": "a", "rank": 2}, {"player": "b", "rank": 1}, {"player": "c", "rank": 3}]},
+        two_player("1", "a", "b"),  # a producer's retry
+    ]
+    await worker.apply_batch(records([*docs, b"not json"]))
+    view = reads(worker, store)
+    assert_state_is_the_replay(view, docs[:3])
+    assert view.league("chess") == {"algorithm": "elo", "matches": 2, "players": 3}
+    # Outputs: 2 + 2 + 3 rating changes; the retry and the parse failure to the dead-letter topic.
+    assert len(broker.values(SETTINGS.changes_topic)) == 7
+    letters = [orjson.loads(v) for v in broker.values(SETTINGS.dlq_topic)]
+    assert sorted(letter["reason"] for letter in letters) == ["duplicate_match", "invalid_json"]
+    assert worker.tally.duplicates == 1 and worker.tally.dead_letters == 2 and worker.tally.applied == 3
+    # The checkpoint covers every offset, and input resumes after it.
+    checkpoint = orjson.loads(store.get(CHECKPOINTS, 0, CHECKPOINT_KEY))
+    assert checkpoint["offsets"] == {TOPIC: 4}
+    assert worker.positions([(TOPIC, 0)]) == {(TOPIC, 0): 5}
+
+
+async def test_input_skipped_by_the_consumer_is_read_directly_and_applied_in_order(monkeypatch):
+    """A record past the checkpoint (input jumped): the worker reads the skipped
+    ones from the broker and applies them first, so the state is still exactly
+    the replay of every event."""
+    worker, store, _ = new_worker()
+    docs = [two_player(str(i), "ab"[i % 2], "cd"[i % 2]) for i in range(6)]
+    log = records(docs)
+    reads_asked = []
+
+    async def read_range(options, topic, partition, start, end, timeout=60.0):
+        reads_asked.append((topic, partition, start, end))
+        return log[start:end]
+
+    monkeypatch.setattr(intake_module, "read_range", read_range)
+    gaps_before = observe.INPUT_GAPS._value.get()
+    await worker.apply_batch(log[0:2])
+    await worker.apply_batch([log[5]])  # 2, 3 and 4 never came through the consumer
+    await worker.apply_batch([log[3]])  # a late redelivery: already applied
+    assert reads_asked == [(TOPIC, 0, 2, 5)]
+    assert observe.INPUT_GAPS._value.get() == gaps_before + 1
+    view = reads(worker, store)
+    assert_state_is_the_replay(view, docs)
+    assert view.league("chess")["matches"] == 6 and worker.tally.applied == 6
+
+
+async def test_standings_are_cached_until_the_league_partition_commits_again():
+    worker, store, _ = new_worker()
+    docs = [two_player(str(i), f"p{i}", f"p{i + 1}") for i in range(3)]
+    log = records(docs)
+
+    def expected(count: int) -> list:
+        states = replayed(docs[:count]).leagues["chess"]
+        return sorted(((p, s.rating, s.matches) for p, s in states.items()), key=lambda r: (-r[1], r[0]))
+
+    view = reads(worker, store)
+    await worker.apply_batch(log[:2])
+    first = view.standings("chess")
+    assert first == expected(2)
+    assert view.standings("chess") is first  # nothing committed since: the same rows
+    await worker.apply_batch(log[2:])
+    assert view.standings("chess") == expected(3) != first
+
+
+async def test_a_batch_of_heavy_events_is_applied_in_checkpointed_parts():
+    docs = [{"league": "kart", "match_id": str(i), "participants": [
+        {"player": f"p{j}", "rank": 1 + (i + j) % 5} for j in range(40)]} for i in range(5)]
+    lines = [orjson.dumps(doc) for doc in docs]
+    settings = Settings(partitions=1, batch_max_bytes=len(lines[0]) * 2)  # two events per part
+    worker, store, broker = new_worker(settings)
+    await worker.apply_batch(records(lines))
+    checkpoints = [orjson.loads(v) for _, v in broker.logs[(store.changelog_topic(CHECKPOINTS), 0)]]
+    # A take-up record, then one checkpoint per part: events 0-1, 2-3, 4.
+    assert [c["offsets"].get(TOPIC) for c in checkpoints] == [None, 1, 3, 4]
+    assert_state_is_the_replay(reads(worker, store), docs)
+
+
+async def test_a_failed_batch_commits_nothing_and_the_loop_applies_it_once_from_the_checkpoint(broker, topics):
+    """The batch loop with real input: a batch whose commit fails (a send is refused)
+    is abandoned, input goes back to the checkpoints, and every match counts once."""
+    from aiokafka import AIOKafkaProducer
+
+    settings = Settings(partitions=1, match_topic=topics.match, batch_max=3)
+    docs = [two_player(str(i), "ab"[i % 2], "c") for i in range(9)]
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    await producer.start()
+    try:
+        for doc in docs:
+            await producer.send_and_wait(topics.match, orjson.dumps(doc), key=b"chess", partition=0)
+    finally:
+        await producer.stop()
+    worker, store, sent = new_worker(settings, {"bootstrap_servers": broker.bootstrap})
+    sent.fail_at = 6  # a send of the first commit (its state records)
+    view = reads(worker, store)
+    assert await worker.resume([(topics.match, 0)])
+    try:
+        for _ in range(400):
+            if worker.positions([(topics.match, 0)])[(topics.match, 0)] == 9:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await worker.stop()
+    assert worker.failures == 1
+    assert view.league("chess")["matches"] == 9
+    assert_state_is_the_replay(view, docs)
+    assert len({orjson.loads(v)["event_id"] for v in sent.values(SETTINGS.changes_topic)}) == 18

@@ -1,0 +1,63 @@
+"""The package keeps its shape: private attributes of Faust and aiokafka are
+reached in stream/kafka_io.py only, no source is generated at run time, and
+modules stay small enough to read."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "stream_app"
+KAFKA_IO = PACKAGE / "stream" / "kafka_io.py"
+STDLIB_PRIVATE = {("os", "_exit")}  # documented functions that happen to start with "_"
+
+
+def sources() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def foreign_private_attributes(path: Path) -> list[tuple[int, str]]:
+    """`x._name` where x is not self or cls, and getattr/setattr/hasattr with a "_name"
+    string: a private attribute of another object (dunders are fine)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        name = None
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            owner = node.value
+            if not (isinstance(owner, ast.Name) and (owner.id in ("self", "cls") or (owner.id, node.attr) in STDLIB_PRIVATE)):
+                name = node.attr
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2
+              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+              and node.args[1].value.startswith("_") and not node.args[1].value.startswith("__")):
+            name = node.args[1].value
+        if name is not None:
+            found.append((node.lineno, name))
+    return sorted(found)
+
+
+def test_private_attributes_of_other_objects_are_used_in_kafka_io_only():
+    offenders = [f"{path.relative_to(PACKAGE)}:{line} {name}"
+                 for path in sources() if path != KAFKA_IO for line, name in foreign_private_attributes(path)]
+    assert offenders == []
+    assert foreign_private_attributes(KAFKA_IO)  # the check sees them where they are
+
+
+def test_the_check_finds_a_private_attribute(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f(app, self):\n    self._ok()\n    app.producer._ensure_producer()\n    getattr(app, '_x')\n")
+    assert foreign_private_attributes(sample) == [(3, "_ensure_producer"), (4, "_x")]
+
+
+def test_no_source_is_generated_at_run_time():
+    def generates(path: Path) -> bool:
+        return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval", "compile")
+                   for node in ast.walk(ast.parse(path.read_text())))
+
+    assert [p.relative_to(PACKAGE).as_posix() for p in sources() if generates(p)] == []
+
+
+def test_modules_outside_the_engine_stay_under_400_lines_and_the_batch_loop_under_250():
+    sizes = {p.relative_to(PACKAGE).as_posix(): len(p.read_text().splitlines()) for p in sources()}
+    assert {name: n for name, n in sizes.items() if not name.startswith("engine/") and n > 400} == {}
+    assert sizes["stream/worker.py"] < 250
