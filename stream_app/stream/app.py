@@ -196,6 +196,7 @@ class WorkerApp:
             log.info("taking input from %d partitions after their checkpoints", len(owned))
 
     async def _stop_input(self) -> None:
+        observe.set_state("stopping")
         await self.worker.stop()
         await self.api.close()
 
