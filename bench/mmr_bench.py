@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from stream_app.accuracy import Accuracy
-from stream_app.config import LeagueConfig
+from stream_app.offline.accuracy import Accuracy
+from stream_app.leagues import LeagueConfig
 from stream_app.engine import Match, Participant, make_system
-from stream_app.replay import Ledger, replay
+from stream_app.offline.replay import Ledger, replay
 
 CODEFORCES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
 FAST = {"subsample_size": 100, "subsample_bucket": 2.0, "max_history": 100}

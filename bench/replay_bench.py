@@ -8,10 +8,10 @@ import time
 
 import orjson
 
-from stream_app.config import LeagueConfig
+from stream_app.leagues import LeagueConfig
 from stream_app.events import parse_match
-from stream_app.replay import Ledger
-from stream_app.sample import two_player_league
+from stream_app.offline.replay import Ledger
+from stream_app.offline.sample import two_player_league
 
 
 def _lines(n: int) -> list[bytes]:

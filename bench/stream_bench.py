@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 
 from stream_app.broker import EmbeddedBroker
-from stream_app.sample import multi_player_league, two_player_league
+from stream_app.offline.sample import multi_player_league, two_player_league
 
 from .streamtools import (ROOT, Collector, PhaseSampler, Topics, Worker, create_topics, dir_size, keyed, log,
                           percentiles, profile, publish, vm_hwm, vm_rss, wait_until)
@@ -147,13 +147,13 @@ class Bench:
         records = keyed(events)
         del events
         broker = self.broker()
-        topics = Topics.named("tput")
+        topics = Topics("tput")
         asyncio.run(create_topics(broker.url, topics))
         started = time.perf_counter()
         asyncio.run(publish(broker.bootstrap, topics.match, records))
         log(f"published {n:,} matches in {time.perf_counter() - started:.1f} s")
 
-        out = Topics.named("ceiling")
+        out = Topics("ceiling")
         asyncio.run(create_topics(broker.url, out))
         ceiling_s = asyncio.run(ceiling_loop(broker.bootstrap, topics.match, out.changes, n))
         ceiling = n / ceiling_s
@@ -219,7 +219,7 @@ class Bench:
     def latency_and_mmr(self) -> dict[str, Any]:
         args = self.args
         broker = self.broker()
-        topics = Topics.named("live")
+        topics = Topics("live")
         asyncio.run(create_topics(broker.url, topics))
         published: dict[str, float] = {}
         latencies: list[float] = []
@@ -313,7 +313,7 @@ class Bench:
             lines = lines[: args.codeforces_contests]
         league = orjson.loads(lines[0])["league"]
         broker = self.broker()
-        topics = Topics.named("cf")
+        topics = Topics("cf")
         asyncio.run(create_topics(broker.url, topics))
         worker = self.worker(broker, topics, "cf", "codeforces", CODEFORCES_CONFIG)
         worker.wait(lambda h: h["ready"], 300, "ready")
@@ -384,7 +384,7 @@ class Bench:
 
     def recover(self, broker: EmbeddedBroker, players: int) -> dict[str, Any]:
         name = f"rec{players}"
-        topics = Topics.named(name)
+        topics = Topics(name)
         asyncio.run(create_topics(broker.url, topics))
         matches = players // 2
         rng = random.Random(players)

@@ -9,25 +9,22 @@ their own process groups, stopped by group.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import orjson
 
-from stream_app.broker import free_port
+from stream_app.processes import WorkerProcess
+from tests.support import kafka
+from tests.support.kafka import keyed  # noqa: F401 (re-exported for the benchmarks)
+from tests.support.names import Topics
+from tests.support.workers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 8
 
 
@@ -35,56 +32,17 @@ def log(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
 
-@dataclass(frozen=True)
-class Topics:
-    """The input, rating-changes and dead-letter topics of one worker group."""
-
-    match: str
-    changes: str
-    dlq: str
-
-    @classmethod
-    def named(cls, prefix: str) -> "Topics":
-        return cls(*(f"{prefix}.{kind}" for kind in ("matches", "changes", "dlq")))
-
-    def worker_args(self) -> list[str]:
-        return ["--match-topic", self.match, "--changes-topic", self.changes, "--dlq-topic", self.dlq]
+async def publish(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]], in_flight: int = 5000) -> int:
+    """The tests' publishing, with record batches allowed to grow (rounds of Elo-MMR are large)."""
+    return await kafka.publish(bootstrap, topic, records, in_flight, linger_ms=5, max_request_size=2 * 1024 * 1024)
 
 
 async def create_topics(broker_url: str, topics: Topics) -> None:
     """The worker's topics with 8 partitions (the input must exist before anything is published)."""
     from stream_app.client import RatingsClient
 
-    client = RatingsClient(broker_url, match_topic=topics.match, changes_topic=topics.changes,
-                           dlq_topic=topics.dlq, partitions=PARTITIONS)
+    client = RatingsClient(broker_url, partitions=PARTITIONS, **topics.client_kwargs())
     await client.ensure_topics(PARTITIONS, extra=[f"{topics.match}-by-league"])
-
-
-async def publish(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]], in_flight: int = 5000) -> int:
-    """Publish (key, value) records in order, pipelined; returns how many were acknowledged."""
-    from aiokafka import AIOKafkaProducer
-
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                                max_request_size=2 * 1024 * 1024, enable_idempotence=False)
-    await producer.start()
-    sent = 0
-    try:
-        pending = []
-        for key, value in records:
-            pending.append(await producer.send(topic, value, key=key))
-            if len(pending) >= in_flight:
-                await asyncio.gather(*pending)
-                sent += len(pending)
-                pending = []
-        await asyncio.gather(*pending)
-        sent += len(pending)
-    finally:
-        await producer.stop()
-    return sent
-
-
-def keyed(events: Iterable[dict[str, Any]]) -> list[tuple[bytes, bytes]]:
-    return [(e["league"].encode(), orjson.dumps(e)) for e in events]
 
 
 # -- processes ---------------------------------------------------------------------------
@@ -120,43 +78,15 @@ def dir_size(path: Path) -> int:
     return total
 
 
-class Worker:
-    """A `ratings worker` child process (own process group), its HTTP API and log."""
+class Worker(WorkerProcess):
+    """A `ratings worker` child process with what the benchmarks read of it: progress, log marks, problems."""
 
     def __init__(self, broker_url: str, topics: Topics, app_id: str, data_dir: Path, config: Path, log_dir: Path,
                  name: str):
         self.name = name
-        self.port = free_port()
-        self.data_dir = data_dir
-        self.log_path = log_dir / f"{name}.log"
-        argv = [sys.executable, "-m", "stream_app.cli", "worker", "--broker", broker_url, *topics.worker_args(),
-                "--app-id", app_id, "--data-dir", str(data_dir), "--web-port", str(self.port),
-                "--config", str(config)]
-        self._log = open(self.log_path, "ab")
         self.started = time.time()
-        self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def get(self, path: str, timeout: float = 10.0) -> tuple[int, Any]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as reply:
-                status, body = reply.status, reply.read()
-        except urllib.error.HTTPError as exc:
-            status, body = exc.code, exc.read()
-        except (urllib.error.URLError, OSError):
-            return 0, None
-        try:
-            return status, json.loads(body)
-        except ValueError:
-            return status, body
-
-    def health(self) -> dict[str, Any] | None:
-        status, body = self.get("/health", timeout=5)
-        return body if status == 200 and isinstance(body, dict) else None
+        super().__init__(broker_url, data_dir, log_dir / f"{name}.log", cwd=ROOT,
+                         args=[*topics.cli_args(), "--app-id", app_id, "--config", str(config)])
 
     def wait(self, condition: Callable[[dict[str, Any]], Any], timeout: float, what: str,
              progress: Callable[[dict[str, Any]], str] | None = None, every: float = 15.0,
@@ -177,27 +107,6 @@ class Worker:
                 log(f"  {self.name}: {progress(health)}")
                 next_note = now + every
             time.sleep(interval)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
-        # The whole process group (start_new_session), escalating to SIGKILL after `timeout`.
-        for signum, patience in ((sig, timeout), (signal.SIGKILL, 10.0)):
-            if self.proc.poll() is not None:
-                break
-            if signum == signal.SIGKILL:
-                log(f"  {self.name} did not stop within {timeout:.0f} s: SIGKILL")
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signum)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(patience)
-        if not self._log.closed:
-            self._log.close()
-        return self.proc.returncode
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
 
     def log_problems(self, most: int = 8) -> dict[str, Any]:
         """Warnings and errors of the log, grouped by message with digits folded to N."""

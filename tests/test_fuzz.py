@@ -2,7 +2,7 @@
 
 Any input (random bytes, mutated events, JSON documents from a grammar close
 to match-result events with hostile values) gives either an applied match or a
-dead letter, never an exception out of `Processor.process` and never an
+dead letter, never an exception out of `RecordHandler.handle` and never an
 `internal_error` (that would be the engine failing on an input the validator
 let through). A dead letter is valid against its schema; an applied match keeps
 every rating (and every number in the stored state) finite and publishes valid
@@ -25,11 +25,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream_app.config import LeagueConfig
+from stream_app.leagues import LeagueConfig
 from stream_app.events import MAX_DEAD_LETTER_BYTES, BadEvent, load_schema, parse_match, validate_match
-from stream_app.processor import Processor
-from stream_app.replay import rate_match
-from stream_app.state import Checkpoint, PartitionLedger
+from stream_app.offline.replay import Ledger
+from stream_app.rating import apply_match
+from stream_app.stream.records import RecordHandler
+from stream_app.stream.state import Checkpoint, PartitionState
 
 CONFIG = LeagueConfig.from_toml("""
 [default]
@@ -57,7 +58,7 @@ round = true
 algorithm = "elo-mmr"
 """)
 TOPIC = "fuzz.matches"
-PROCESSOR = Processor(CONFIG, 1, TOPIC, TOPIC + "-by-league")  # one partition: every league is local
+HANDLER = RecordHandler(CONFIG, 1, TOPIC + "-by-league")  # one partition: every league is local
 
 COUNTS: Counter = Counter()
 
@@ -188,21 +189,21 @@ def encode(doc) -> bytes:
 
 
 class Harness:
-    """A Processor over a PartitionLedger backed by an in-memory dict store, committing after every record."""
+    """A RecordHandler over a PartitionState backed by an in-memory dict store, committing after every record."""
 
     def __init__(self):
         self.store: dict[tuple[str, bytes], bytes] = {}
-        self.ledger = PartitionLedger(0, Checkpoint(), lambda table, key: self.store.get((table, key)))
+        self.state = PartitionState(0, Checkpoint(), lambda table, key: self.store.get((table, key)))
         self.offset = 0
 
     def process(self, value: bytes | None, key: bytes | None = b"k"):
-        result = PROCESSOR.process(self.ledger, TOPIC, 0, self.offset, key, value)  # must not raise
+        result = HANDLER.handle(self.state, TOPIC, 0, self.offset, key, value)  # must not raise
         self.offset += 1
         check_result(result)
-        writes, checkpoint = self.ledger.checkpoint_writes()
+        writes, checkpoint = self.state.checkpoint_writes()
         for table, k, v in writes:
             self.store[(table, k)] = v
-        self.ledger.committed(checkpoint)
+        self.state.checkpointed(checkpoint)
         for (table, _), raw in self.store.items():
             assert_finite(orjson.loads(raw), table)
         return result
@@ -268,9 +269,8 @@ def test_grammar_documents_are_applied_or_dead_lettered(docs):
             for p in direct.participants:
                 assert type(p.rank) is int and 1 <= p.rank <= 1_000_000_000
                 assert p.score is None or math.isfinite(p.score)
-            system = CONFIG.system_for(direct.league)
             try:
-                _, changes = rate_match(system, direct, lambda player: None)
+                changes = apply_match(CONFIG, Ledger(CONFIG), direct).changes
             except BadEvent as exc:
                 assert exc.code == "system_rule", exc
             else:

@@ -35,13 +35,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from stream_app.broker import free_port
+from stream_app.processes import free_port
 from stream_app.client import RatingsClient
 from stream_app.security import KafkaSecurity, SecurityConfigError
 
-from conftest import unique_name
-from streamkit import ROOT, WorkerProcess, wait_for
-from test_stream_e2e import CONFIG, _ensure, league_matches, publish
+from tests.support.kafka import ensure_topics, publish
+from tests.support.leagues import CONFIG, league_matches
+from tests.support.names import unique_name
+from tests.support.workers import ROOT, WorkerProcess, wait_for
 
 SECRET = "pa55-W0rd-" + os.urandom(6).hex()  # unique: found only if leaked
 
@@ -117,7 +118,7 @@ def running_worker(broker, tmp_path_factory):
     events = [{"match_id": f"m{i}", "league": "chess",
                "participants": [{"player": "ann", "rank": 1 + i % 2}, {"player": "ben", "rank": 2 - i % 2}]} for i in range(5)]
     try:
-        asyncio.run(_ensure(broker, prefix))
+        asyncio.run(ensure_topics(broker.url, prefix))
         asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", [(b"chess", orjson.dumps(e)) for e in events]))
         wait_for(lambda: league_matches(worker, "chess") == 5, 90, "five matches applied", workers=[worker])
         yield worker

@@ -8,7 +8,7 @@ import pytest
 
 from stream_app.cli import main
 from stream_app.events import parse_match
-from stream_app.synth import synthetic_rounds
+from stream_app.offline.synth import synthetic_rounds
 
 PAIRWISE = '[default]\nalgorithm = "elo-pairwise"\nk = 1\nties = "half"\n'
 

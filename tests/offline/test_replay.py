@@ -9,9 +9,9 @@ import orjson
 import pytest
 
 from stream_app.cli import main
-from stream_app.config import LeagueConfig
-from stream_app.replay import Ledger, replay
-from stream_app.sample import DEMO_CONFIG, demo_matches
+from stream_app.leagues import LeagueConfig
+from stream_app.offline.replay import Ledger, replay
+from stream_app.offline.sample import DEMO_CONFIG, demo_matches
 
 CONFIG = """
 [leagues."race"]

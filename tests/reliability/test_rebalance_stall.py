@@ -10,14 +10,14 @@ import time
 import orjson
 import pytest
 
-from conftest import unique_name
-from streamkit import SteadyPublisher, WorkerProcess, wait_for
 from stream_app.broker import EmbeddedBroker
-from stream_app.config import LeagueConfig
+from stream_app.leagues import LeagueConfig
 from stream_app.events import parse_match
-from stream_app.replay import Ledger
-from test_crash_restart import stream_events
-from test_stream_e2e import CONFIG, _ensure, _match_counts, assert_same_state, league_matches, publish
+from stream_app.offline.replay import Ledger
+from tests.support.kafka import SteadyPublisher, ensure_topics, publish, topic_args as topics_of
+from tests.support.leagues import CONFIG, assert_same_state, league_matches, match_counts, stream_events
+from tests.support.names import unique_name
+from tests.support.workers import WorkerProcess, wait_for
 
 
 pytestmark = pytest.mark.reliability
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.reliability
 
 def prepare(broker, tmp_path, seed, steady: bool = False):
     prefix = unique_name("rb")
-    topic_args = ["--match-topic", f"{prefix}.matches", "--changes-topic", f"{prefix}.changes", "--dlq-topic", f"{prefix}.dlq"]
+    topic_args = topics_of(prefix)
     config_path = tmp_path / "leagues.toml"
     config_path.write_text(CONFIG)
     events = stream_events(seed, matches=10_000)
@@ -33,7 +33,7 @@ def prepare(broker, tmp_path, seed, steady: bool = False):
     ledger = Ledger(LeagueConfig.from_toml(CONFIG))
     for line in lines:
         ledger.apply(parse_match(line))
-    asyncio.run(_ensure(broker, prefix))
+    asyncio.run(ensure_topics(broker.url, prefix))
     records = [(e["league"].encode(), l) for e, l in zip(events, lines)]
     if steady:
         publisher = SteadyPublisher(broker.bootstrap, f"{prefix}.matches", records)
@@ -51,7 +51,7 @@ def applied(worker: WorkerProcess, counts: dict[str, int]) -> int:
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_second_worker_joins_halfway_and_the_first_stops_later(broker, tmp_path, stop):
     prefix, topic_args, config_path, ledger, publisher = prepare(broker, tmp_path, seed=21 + int(stop), steady=True)
-    counts = _match_counts(ledger)
+    counts = match_counts(ledger)
     total = sum(counts.values())
     a = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "a", config_path, name="a")
     b = None
@@ -77,7 +77,7 @@ def test_second_worker_joins_halfway_and_the_first_stops_later(broker, tmp_path,
 def test_a_frozen_broker_for_15_seconds_mid_stream(tmp_path):
     with EmbeddedBroker() as broker:
         prefix, topic_args, config_path, ledger, publisher = prepare(broker, tmp_path, seed=31, steady=True)
-        counts = _match_counts(ledger)
+        counts = match_counts(ledger)
         total = sum(counts.values())
         worker = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "w", config_path, name="w")
         try:

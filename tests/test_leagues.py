@@ -3,7 +3,7 @@ that name the file, the table and the key."""
 
 import pytest
 
-from stream_app.config import ConfigError, LeagueConfig
+from stream_app.leagues import ConfigError, LeagueConfig
 from stream_app.engine.elo import Elo
 from stream_app.engine.pairwise import Pairwise
 
@@ -37,7 +37,7 @@ def test_globs_match_in_file_order_and_default_catches_the_rest():
     assert isinstance(kart, Pairwise) and kart.params.ties == "half" and kart.params.k_for_top == 4.0
     other = config.system_for("go")
     assert isinstance(other, Elo) and other.params.k == 20.0
-    assert config.rule_for("go").table == "[default]"
+    assert config.rule_for("go") is config.default and config.default.pattern == "*"
 
 
 def test_without_a_file_every_league_uses_elo_with_its_defaults():
@@ -85,18 +85,13 @@ def test_a_missing_file_is_a_clear_error(tmp_path):
         LeagueConfig.load(tmp_path / "nope.toml")
 
 
-def test_fingerprint_changes_with_the_rules():
-    a = LeagueConfig.from_toml(TOML)
-    b = LeagueConfig.from_toml(TOML.replace("l = 8", "l = 9"))
-    assert a.fingerprint() == LeagueConfig.from_toml(TOML).fingerprint()
-    assert a.fingerprint() != b.fingerprint()
-
-
 def test_the_shipped_demo_configuration_is_the_one_the_demo_uses():
     from pathlib import Path
 
-    from stream_app.sample import DEMO_CONFIG
+    from stream_app.offline.sample import DEMO_CONFIG
 
     shipped = Path(__file__).parent.parent / "deploy" / "leagues.toml"
     assert shipped.read_text() == DEMO_CONFIG
-    assert LeagueConfig.load(shipped).fingerprint() == LeagueConfig.from_toml(DEMO_CONFIG).fingerprint()
+    loaded, sample = LeagueConfig.load(shipped), LeagueConfig.from_toml(DEMO_CONFIG)
+    assert [(r.pattern, r.algorithm, r.system.params) for r in [*loaded.rules, loaded.default]] == \
+        [(r.pattern, r.algorithm, r.system.params) for r in [*sample.rules, sample.default]]

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_app.accuracy import (
+from stream_app.offline.accuracy import (
     Accuracy,
     count_strict_inversions,
     mse_index,

@@ -31,14 +31,14 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from stream_app import metrics
+from stream_app.stream import observe as metrics
 from stream_app.cli import build_parser
-from stream_app.config import LeagueConfig
+from stream_app.leagues import LeagueConfig
 from stream_app.security import ENV as SECURITY_ENV
 from stream_app.security import KafkaSecurity
-from stream_app.state import CHECKPOINTS, STATE_TABLES
+from stream_app.stream.state import CHECKPOINTS, STATE_TABLES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 DEPLOY = ROOT / "deploy"
 DOCKERFILE = DEPLOY / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"
@@ -65,8 +65,8 @@ def worker_args(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Any:
 def cli_variables() -> set[str]:
     """RATINGS_* variables the command line reads (named in the flags' help, '[RATINGS_X]')."""
     found: set[str] = set()
-    for source in ("cli.py", "cli_stream.py"):
-        found |= set(re.findall(r"RATINGS_[A-Z_]+", (ROOT / "stream_app" / source).read_text()))
+    for source in (ROOT / "stream_app" / "cli").glob("*.py"):
+        found |= set(re.findall(r"RATINGS_[A-Z_]+", source.read_text()))
     return found
 
 

@@ -12,42 +12,23 @@ import time
 import orjson
 import pytest
 
-from conftest import unique_name
-from streamkit import SteadyPublisher, WorkerProcess, wait_for
-from stream_app.config import LeagueConfig
+from stream_app.leagues import LeagueConfig
 from stream_app.events import event_id, parse_match
-from stream_app.replay import Ledger
-from stream_app.sample import multi_player_league, two_player_league
-from test_stream_e2e import CONFIG, _ensure, _match_counts, assert_same_state, league_matches, publish, read_all
+from stream_app.offline.replay import Ledger
+from tests.support.kafka import SteadyPublisher, ensure_topics, read_all, topic_args as topics_of
+from tests.support.leagues import CONFIG, assert_same_state, league_matches, match_counts, stream_events
+from tests.support.names import unique_name
+from tests.support.workers import WorkerProcess, wait_for
 
 
 pytestmark = pytest.mark.reliability
 KILLS = 5
 
 
-def stream_events(seed: int, matches: int = 20_000) -> list[dict]:
-    """`matches` matches over 20 leagues: 14 two-player `elo`, 4 six-player
-    `elo-pairwise`, 2 forty-player `elo-mmr`, interleaved at random (each
-    league in its own order)."""
-    rng = random.Random(seed)
-    kart, arena = matches * 3 // 200, matches // 125
-    chess = [(matches - 4 * kart - 2 * arena) // 14] * 14
-    chess[0] += matches - 4 * kart - 2 * arena - sum(chess)  # what the division left over
-    leagues = [list(two_player_league(f"chess-{i}", 30, n, rng)) for i, n in enumerate(chess)]
-    leagues += [list(multi_player_league(f"kart-{i}", 16, kart, 6, rng)) for i in range(4)]
-    leagues += [list(multi_player_league(f"arena-{i}", 60, arena, 40, rng)) for i in range(2)]
-    merged, cursors = [], [0] * len(leagues)
-    while any(c < len(l) for c, l in zip(cursors, leagues)):
-        i = rng.choice([k for k, l in enumerate(leagues) if cursors[k] < len(l)])
-        merged.append(leagues[i][cursors[i]])
-        cursors[i] += 1
-    return merged
-
-
 @pytest.mark.parametrize("fresh_dir", [False, True], ids=["same-data-dir", "empty-data-dir"])
 def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp_path, fresh_dir):
     prefix = unique_name("crash")
-    topic_args = ["--match-topic", f"{prefix}.matches", "--changes-topic", f"{prefix}.changes", "--dlq-topic", f"{prefix}.dlq"]
+    topic_args = topics_of(prefix)
     config_path = tmp_path / "leagues.toml"
     config_path.write_text(CONFIG)
     config = LeagueConfig.from_toml(CONFIG)
@@ -59,13 +40,13 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
         match = parse_match(line)
         if ledger.apply(match) is not None:
             expected_ids.update(event_id(match.league, match.match_id, p.player) for p in match.participants)
-    counts = _match_counts(ledger)
+    counts = match_counts(ledger)
     total = sum(counts.values())
 
     def drained(worker: WorkerProcess) -> bool:
         return all(league_matches(worker, league) == n for league, n in counts.items())
 
-    asyncio.run(_ensure(broker, prefix))
+    asyncio.run(ensure_topics(broker.url, prefix))
     # Published over about 120 s: a restart takes 20 to 30 s (the killed member's
     # session must expire before the group rebalances), so the kills hit a
     # worker in the middle of the stream.

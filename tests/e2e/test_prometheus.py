@@ -7,13 +7,10 @@ Needs Debian's `prometheus` package (/usr/bin/prometheus, /usr/bin/promtool);
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -23,12 +20,13 @@ from typing import Any
 
 import pytest
 
-from stream_app.broker import free_port
+from stream_app.processes import dies_with_this_process, free_port
 from stream_app.client import RatingsClient
-from stream_app.config import LeagueConfig
+from stream_app.leagues import LeagueConfig
 
-from conftest import Topics, unique_name
-from streamkit import ROOT, WorkerProcess, wait_for
+from tests.support.names import Topics, unique_name
+from tests.support.prometheus import INSTALL_HINT, binary
+from tests.support.workers import ROOT, WorkerProcess, wait_for
 
 DEPLOY = ROOT / "deploy"
 PROMETHEUS_DIR = DEPLOY / "prometheus"
@@ -36,58 +34,11 @@ DASHBOARD = DEPLOY / "grafana" / "dashboards" / "ratings.json"
 LEAGUES = DEPLOY / "leagues.toml"
 
 
-def _binary(name: str) -> str | None:
-    found = shutil.which(name)
-    if found is None and os.access(f"/usr/bin/{name}", os.X_OK):
-        found = f"/usr/bin/{name}"
-    return found
-
-
-PROMETHEUS = _binary("prometheus")
-PROMTOOL = _binary("promtool")
-INSTALL_HINT = "install Debian's prometheus package (apt-get install prometheus); .ci/run does it in CI"
+PROMETHEUS = binary("prometheus")
 needs_prometheus = pytest.mark.skipif(PROMETHEUS is None, reason=f"no prometheus binary on PATH: {INSTALL_HINT}")
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason=f"no promtool binary on PATH: {INSTALL_HINT}")
-
-
-# -- promtool on the files deploy/ ships ------------------------------------------------
-
-
-def _promtool(*args: str) -> str:
-    run = subprocess.run([PROMTOOL, *args], cwd=PROMETHEUS_DIR, capture_output=True, text=True, timeout=60)
-    output = run.stdout + run.stderr
-    assert run.returncode == 0, f"promtool {' '.join(args)} failed ({run.returncode}):\n{output}"
-    return output
-
-
-@needs_promtool
-def test_promtool_check_config():
-    output = _promtool("check", "config", "prometheus.yml")
-    assert "SUCCESS" in output and "1 rule files found" in output  # alerts.yml is loaded and checked too
-
-
-@needs_promtool
-def test_promtool_check_rules():
-    output = _promtool("check", "rules", "alerts.yml")
-    assert "SUCCESS" in output
-
-
-@needs_promtool
-def test_promtool_alert_unit_tests():
-    """alerts.test.yml: each alert fires on the series it is meant for (and not on others)."""
-    output = _promtool("test", "rules", "alerts.test.yml")
-    assert "SUCCESS" in output
 
 
 # -- a Prometheus server ----------------------------------------------------------------
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: the kernel kills Prometheus if the test process dies without cleaning up."""
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
 
 
 class PrometheusServer:
@@ -115,7 +66,7 @@ class PrometheusServer:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=dies_with_this_process(),
         )
 
     @property

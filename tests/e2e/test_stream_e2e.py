@@ -4,124 +4,24 @@ the stream's state equals `ratings replay` of the same events, exactly."""
 from __future__ import annotations
 
 import asyncio
-import random
 import signal
 
 import jsonschema
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.structs import TopicPartition
 
-from stream_app.client import RatingsClient
-from stream_app.config import LeagueConfig
-from stream_app.events import load_schema, parse_match
-from stream_app.replay import Ledger
-from stream_app.sample import multi_player_league, two_player_league
-
-from conftest import unique_name
-from streamkit import WorkerProcess, publish, wait_for
-
-CONFIG = """
-[default]
-algorithm = "elo"
-
-[leagues."kart*"]
-algorithm = "elo-pairwise"
-ties = "half"
-
-[leagues."arena*"]
-algorithm = "elo-mmr"
-"""
-
-
-def league_events(seed: int, scale: int = 1) -> list[dict]:
-    rng = random.Random(seed)
-    events = []
-    events += list(two_player_league("chess", 40, 300 * scale, rng))
-    events += list(multi_player_league("karting", 20, 40 * scale, 6, rng))
-    events += list(multi_player_league("arena", 80, 12 * scale, 50, rng))
-    rng.shuffle(events)  # leagues interleave; each league keeps its own order below
-    by_league: dict[str, list] = {}
-    for e in events:
-        by_league.setdefault(e["league"], []).append(e)
-    for league, items in by_league.items():
-        items.sort(key=lambda e: e["match_id"])
-    merged, cursors = [], {k: 0 for k in by_league}
-    for e in events:
-        league = e["league"]
-        merged.append(by_league[league][cursors[league]])
-        cursors[league] += 1
-    return merged
-
-
-def replay_state(lines: list[bytes], config: LeagueConfig) -> tuple[Ledger, int]:
-    ledger = Ledger(config)
-    ledger.changes_published = 0
-    bad = 0
-    for line in lines:
-        try:
-            changes = ledger.apply(parse_match(line))
-        except Exception:
-            bad += 1
-            continue
-        ledger.changes_published += len(changes or [])
-    return ledger, bad
-
-
-async def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0,
-                   drain: bool = False) -> list[dict]:
-    """Read from the beginning until `expected` records (with drain: then until 2 s pass with none)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    out: list[dict] = []
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        idle_since = None
-        while loop.time() < deadline:
-            batch = await consumer.getmany(timeout_ms=500)
-            for messages in batch.values():
-                out.extend(orjson.loads(m.value) for m in messages)
-            if len(out) >= expected:
-                if not drain:
-                    break
-                if batch:
-                    idle_since = None
-                elif idle_since is None:
-                    idle_since = loop.time()
-                elif loop.time() - idle_since > 2.0:
-                    break
-    finally:
-        await consumer.stop()
-    return out
-
-
-def league_matches(worker: WorkerProcess, league: str) -> int:
-    status, body = worker.get(f"/leagues/{league}")
-    return body["matches"] if status == 200 else -1
-
-
-def assert_same_state(worker: WorkerProcess, ledger: Ledger) -> None:
-    for league, players in ledger.snapshot().items():
-        status, board = worker.get(f"/leagues/{league}/leaderboard?limit=100000")
-        assert status == 200, board
-        served = {row["player"]: (row["rating"], row["matches"]) for row in board["players"]}
-        expected = {p: (v["rating"], v["matches"]) for p, v in players.items()}
-        assert served == expected, f"{league}: stream and replay differ"
-        ranks = [row["rank"] for row in board["players"]]
-        assert ranks == list(range(1, len(ranks) + 1))
-        ratings = [row["rating"] for row in board["players"]]
-        assert ratings == sorted(ratings, reverse=True)
+from stream_app.events import load_schema
+from stream_app.leagues import LeagueConfig
+from tests.support.kafka import ensure_topics, group_offsets, publish, read_all, topic_args
+from tests.support.leagues import CONFIG, assert_same_state, league_events, league_matches, match_counts, replay_state
+from tests.support.names import unique_name
+from tests.support.workers import WorkerProcess, assigned, wait_for
 
 
 @pytest.fixture
 def setup(broker, tmp_path):
     prefix = unique_name("e2e")
-    topics = ["--match-topic", f"{prefix}.matches", "--changes-topic", f"{prefix}.changes", "--dlq-topic", f"{prefix}.dlq"]
+    topics = topic_args(prefix)
     config = tmp_path / "leagues.toml"
     config.write_text(CONFIG)
     return prefix, topics, config
@@ -146,7 +46,7 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
         records.insert(50 + 40 * i, item)
     # A valid event published under the wrong key: the worker re-keys it by league.
     stray = {"league": "solo", "match_id": "s-1", "participants": [{"player": "x", "rank": 1}, {"player": "y", "rank": 2}]}
-    from stream_app.processor import league_partition
+    from stream_app.stream.records import league_partition
 
     wrong_key = next(k for k in (f"wrong-{i}" for i in range(100)) if league_partition(k, 8) != league_partition("solo", 8))
     records.append((wrong_key.encode(), orjson.dumps(stray)))
@@ -156,9 +56,9 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
 
     worker = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "w1", config_path, name="w1")
     try:
-        asyncio.run(_ensure(broker, prefix))
+        asyncio.run(ensure_topics(broker.url, prefix))
         asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", records))
-        counts = _match_counts(ledger)
+        counts = match_counts(ledger)
         wait_for(lambda: all(league_matches(worker, l) == n for l, n in counts.items()),
                  180, "the stream to drain", workers=[worker])
         assert_same_state(worker, ledger)
@@ -202,11 +102,11 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
         wait_for(lag_lines, 30, "consumer lag 0 on all 8 input partitions", workers=[worker])
         # The checkpoints are committed to the consumer group too (for Kafka's own tools):
         # every input partition at its end, i.e. as many offsets as records were published.
-        wait_for(lambda: sum(asyncio.run(_group_offsets(broker, prefix, f"{prefix}.matches")).values()) == len(records),
+        wait_for(lambda: sum(asyncio.run(group_offsets(broker.bootstrap, prefix, f"{prefix}.matches")).values()) == len(records),
                  30, "the group's committed offsets at the end of the input", workers=[worker])
         status, text = worker.get("/metrics")
         assert status == 200
-        counts = _match_counts(ledger)
+        counts = match_counts(ledger)
         for league, n in counts.items():
             algorithm = config.rule_for(league).algorithm
             assert f'ratings_matches_applied_total{{algorithm="{algorithm}",league="{league}"}} {float(n)}' in text
@@ -245,35 +145,6 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
         worker.stop()
 
 
-async def _group_offsets(broker, group: str, topic: str) -> dict[int, int]:
-    # A consumer of the group that never joins it: it only asks the coordinator.
-    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        offsets = {p: await consumer.committed(TopicPartition(topic, p)) for p in range(8)}
-    finally:
-        await consumer.stop()
-    return {p: offset for p, offset in offsets.items() if offset is not None}
-
-
-def _match_counts(ledger: Ledger) -> dict[str, int]:
-    return {league: len(seen) for league, seen in ledger.seen.items()}
-
-
-async def _ensure(broker, prefix: str) -> None:
-    """Nothing to prepare: the worker creates its topics; the test's producer waits for them."""
-    client = RatingsClient(broker.url, match_topic=f"{prefix}.matches", changes_topic=f"{prefix}.changes",
-                           dlq_topic=f"{prefix}.dlq", partitions=8)
-    await client.start()  # creates the topics too (idempotent)
-    await client.stop()
-
-
-def assigned(worker: WorkerProcess) -> set[int]:
-    """Partitions the worker owns and serves (empty while it rebalances or restores)."""
-    health = worker.health()
-    return set(health["assigned_partitions"]) if health and health["ready"] else set()
-
-
 def test_two_workers_share_partitions_and_a_fresh_worker_restores_from_changelogs(broker, tmp_path, setup):
     """Two workers split the partitions and answer for any league; one is killed
     (SIGKILL) and a worker with an empty data directory takes its partitions over,
@@ -291,11 +162,11 @@ def test_two_workers_share_partitions_and_a_fresh_worker_restores_from_changelog
     b = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "b", config_path, name="b")
     c = None
     try:
-        asyncio.run(_ensure(broker, prefix))
+        asyncio.run(ensure_topics(broker.url, prefix))
         wait_for(lambda: assigned(a) and assigned(b) and assigned(a) | assigned(b) == set(range(8)),
                  120, "two workers to share the partitions", workers=[a, b])
         asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", [(e["league"].encode(), orjson.dumps(e)) for e in first]))
-        counts = _match_counts(ledger_half)
+        counts = match_counts(ledger_half)
         wait_for(lambda: all(league_matches(a, l) == n for l, n in counts.items()), 180, "the first half", workers=[a, b])
         # Either worker answers for every league (requests are routed to the owner).
         assert_same_state(a, ledger_half)
@@ -306,7 +177,7 @@ def test_two_workers_share_partitions_and_a_fresh_worker_restores_from_changelog
         wait_for(lambda: assigned(c) and assigned(b) | assigned(c) == set(range(8)), 180,
                  "a fresh worker to take over", workers=[b, c])
         asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", [(e["league"].encode(), orjson.dumps(e)) for e in second]))
-        counts = _match_counts(ledger_all)
+        counts = match_counts(ledger_all)
         wait_for(lambda: all(league_matches(c, l) == n for l, n in counts.items()), 180, "the second half", workers=[b, c])
         assert_same_state(c, ledger_all)
         assert_same_state(b, ledger_all)

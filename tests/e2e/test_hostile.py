@@ -19,17 +19,17 @@ from collections import Counter
 import jsonschema
 import orjson
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from stream_app.client import RatingsClient
-from stream_app.config import LeagueConfig
+from stream_app.leagues import LeagueConfig
 from stream_app.events import MAX_DEAD_LETTER_BYTES, MAX_EVENT_BYTES, MAX_PARTICIPANTS, BadEvent, load_schema, parse_match
-from stream_app.replay import Ledger
-from stream_app.sample import multi_player_league, two_player_league
+from stream_app.offline.replay import Ledger
+from stream_app.offline.sample import multi_player_league, two_player_league
 
-from conftest import unique_name
-from streamkit import publish, WorkerProcess, wait_for
-from test_stream_e2e import CONFIG, _ensure, assert_same_state, league_matches, read_all
+from tests.support.kafka import ensure_topics, publish, read_all, topic_args as topics_of
+from tests.support.leagues import CONFIG, assert_same_state, league_matches
+from tests.support.names import unique_name
+from tests.support.workers import WorkerProcess, wait_for
 
 
 def _match(match_id: str, league: str = "chess", **extra) -> dict:
@@ -138,7 +138,7 @@ def bad_corpus() -> list[tuple[str, bytes | None, bytes | None, str, str | None]
 
 def test_hostile_events_are_dead_lettered_and_the_valid_ones_around_them_applied(broker, tmp_path):
     prefix = unique_name("hostile")
-    topic_args = ["--match-topic", f"{prefix}.matches", "--changes-topic", f"{prefix}.changes", "--dlq-topic", f"{prefix}.dlq"]
+    topic_args = topics_of(prefix)
     config_path = tmp_path / "leagues.toml"
     config_path.write_text(CONFIG)
     config = LeagueConfig.from_toml(CONFIG)
@@ -175,7 +175,7 @@ def test_hostile_events_are_dead_lettered_and_the_valid_ones_around_them_applied
     records.append(reused)
     # A valid event just under the size limit, published under a key of another
     # partition: the worker re-publishes it keyed by its league and applies it.
-    from stream_app.processor import league_partition
+    from stream_app.stream.records import league_partition
 
     near = _dumps(_match("near-limit", league="bigleague", pad="n" * (MAX_EVENT_BYTES - 300)))
     assert MAX_EVENT_BYTES - 200 < len(near) <= MAX_EVENT_BYTES
@@ -205,7 +205,7 @@ def test_hostile_events_are_dead_lettered_and_the_valid_ones_around_them_applied
 
     worker = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "w", config_path, name="hostile")
     try:
-        asyncio.run(_ensure(broker, prefix))
+        asyncio.run(ensure_topics(broker.url, prefix))
         asyncio.run(_publish(broker.bootstrap, f"{prefix}.matches", records))
         wait_for(lambda: all(league_matches(worker, l) == n for l, n in counts.items())
                  and (worker.health() or {}).get("dead_letters") == len(expected),

@@ -19,12 +19,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.partitioner import murmur2
 
 from stream_app import cli
-from stream_app.broker import BrokerError, EmbeddedBroker, free_port, kafka_ready
+from stream_app.broker import BrokerError, EmbeddedBroker, kafka_ready
+from stream_app.processes import free_port
 from stream_app.client import RatingsClient, bootstrap_servers
 from stream_app.events import BadEvent
 from stream_app.security import KafkaSecurity, SecurityConfigError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 PYTHON = sys.executable
 
 
@@ -459,8 +460,8 @@ def test_kafka_security_errors_name_the_variable(env, message):
 
 def test_read_range_reads_exactly_the_records_asked_for_across_record_batches(broker):
     """The worker's reader of records Faust skipped (stream_app.worker.read_range)."""
-    from conftest import unique_name
-    from stream_app.worker import read_range
+    from tests.support.names import unique_name
+    from stream_app.stream.intake import read_range
 
     topic = unique_name("gap")
 

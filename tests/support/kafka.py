@@ -1,0 +1,116 @@
+"""Talking to the broker directly: raw records in (bypassing the client's
+validation, to send what a hostile producer would), topics read back, the
+consumer group's offsets."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Iterable
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition
+
+from stream_app.client import RatingsClient
+
+
+async def publish(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
+                  in_flight: int = 5000, **producer_options) -> int:
+    """Publish (key, value) records in order, pipelined; returns how many."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **producer_options)
+    await producer.start()
+    sent = 0
+    try:
+        pending = []
+        for key, value in records:
+            pending.append(await producer.send(topic, value, key=key))
+            if len(pending) >= in_flight:
+                await asyncio.gather(*pending)
+                sent += len(pending)
+                pending = []
+        await asyncio.gather(*pending)
+        sent += len(pending)
+    finally:
+        await producer.stop()
+    return sent
+
+
+def keyed(events: Iterable[dict]) -> list[tuple[bytes, bytes]]:
+    """Match results as (league, JSON) records."""
+    return [(event["league"].encode(), orjson.dumps(event)) for event in events]
+
+
+class SteadyPublisher(threading.Thread):
+    """Publishes the records in chunks over about `seconds`, in order, in the background."""
+
+    def __init__(self, bootstrap: str, topic: str, records: list, seconds: float = 25.0, chunks: int = 50):
+        super().__init__(daemon=True)
+        self.args = (bootstrap, topic, records, seconds, chunks)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        bootstrap, topic, records, seconds, chunks = self.args
+        size = max(1, len(records) // chunks)
+        try:
+            for start in range(0, len(records), size):
+                asyncio.run(publish(bootstrap, topic, records[start:start + size]))
+                time.sleep(seconds / chunks)
+        except BaseException as exc:  # surfaced by the test
+            self.error = exc
+
+
+async def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0,
+                   drain: bool = False) -> list[dict]:
+    """Read from the beginning until `expected` records (with drain: then until 2 s pass with none)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    out: list[dict] = []
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        idle_since = None
+        while loop.time() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            for messages in batch.values():
+                out.extend(orjson.loads(m.value) for m in messages)
+            if len(out) >= expected:
+                if not drain:
+                    break
+                if batch:
+                    idle_since = None
+                elif idle_since is None:
+                    idle_since = loop.time()
+                elif loop.time() - idle_since > 2.0:
+                    break
+    finally:
+        await consumer.stop()
+    return out
+
+
+async def group_offsets(bootstrap: str, group: str, topic: str, partitions: int = 8) -> dict[int, int]:
+    """The consumer group's committed offsets (asked by a consumer of the group that never joins it)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        offsets = {p: await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)}
+    finally:
+        await consumer.stop()
+    return {p: offset for p, offset in offsets.items() if offset is not None}
+
+
+async def ensure_topics(broker_url: str, prefix: str, partitions: int = 8) -> None:
+    """The service's three topics named after `prefix` (the worker would create them too)."""
+    client = RatingsClient(broker_url, match_topic=f"{prefix}.matches", changes_topic=f"{prefix}.changes",
+                           dlq_topic=f"{prefix}.dlq", partitions=partitions)
+    await client.start()  # creates the topics (idempotent)
+    await client.stop()
+
+
+def topic_args(prefix: str) -> list[str]:
+    """The worker flags of the topics `ensure_topics` creates."""
+    return ["--match-topic", f"{prefix}.matches", "--changes-topic", f"{prefix}.changes", "--dlq-topic", f"{prefix}.dlq"]

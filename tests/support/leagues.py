@@ -1,0 +1,100 @@
+"""The leagues the end-to-end and reliability tests stream, their replay,
+and the check that a worker serves exactly the replay's state."""
+
+from __future__ import annotations
+
+import random
+
+from stream_app.events import parse_match
+from stream_app.leagues import LeagueConfig
+from stream_app.offline.replay import Ledger
+from stream_app.offline.sample import multi_player_league, two_player_league
+
+CONFIG = """
+[default]
+algorithm = "elo"
+
+[leagues."kart*"]
+algorithm = "elo-pairwise"
+ties = "half"
+
+[leagues."arena*"]
+algorithm = "elo-mmr"
+"""
+
+
+def interleave(leagues: list[list[dict]], rng: random.Random) -> list[dict]:
+    """The leagues' events in a random interleaving; each league keeps its own order."""
+    merged, cursors = [], [0] * len(leagues)
+    while any(c < len(l) for c, l in zip(cursors, leagues)):
+        i = rng.choice([k for k, l in enumerate(leagues) if cursors[k] < len(l)])
+        merged.append(leagues[i][cursors[i]])
+        cursors[i] += 1
+    return merged
+
+
+def league_events(seed: int, scale: int = 1) -> list[dict]:
+    """Three leagues of CONFIG's three systems: chess (elo), karting (pairwise), arena (elo-mmr)."""
+    rng = random.Random(seed)
+    events = list(two_player_league("chess", 40, 300 * scale, rng))
+    events += list(multi_player_league("karting", 20, 40 * scale, 6, rng))
+    events += list(multi_player_league("arena", 80, 12 * scale, 50, rng))
+    rng.shuffle(events)  # leagues interleave; each league keeps its own order below
+    by_league: dict[str, list] = {}
+    for event in events:
+        by_league.setdefault(event["league"], []).append(event)
+    for items in by_league.values():
+        items.sort(key=lambda e: e["match_id"])
+    cursors = {league: iter(items) for league, items in by_league.items()}
+    return [next(cursors[event["league"]]) for event in events]
+
+
+def stream_events(seed: int, matches: int = 20_000) -> list[dict]:
+    """`matches` matches over 20 leagues: 14 two-player `elo`, 4 six-player
+    `elo-pairwise`, 2 forty-player `elo-mmr`, interleaved at random."""
+    rng = random.Random(seed)
+    kart, arena = matches * 3 // 200, matches // 125
+    chess = [(matches - 4 * kart - 2 * arena) // 14] * 14
+    chess[0] += matches - 4 * kart - 2 * arena - sum(chess)  # what the division left over
+    leagues = [list(two_player_league(f"chess-{i}", 30, n, rng)) for i, n in enumerate(chess)]
+    leagues += [list(multi_player_league(f"kart-{i}", 16, kart, 6, rng)) for i in range(4)]
+    leagues += [list(multi_player_league(f"arena-{i}", 60, arena, 40, rng)) for i in range(2)]
+    return interleave(leagues, rng)
+
+
+def replay_state(lines: list[bytes], config: LeagueConfig) -> tuple[Ledger, int]:
+    """The replay of the lines, with `changes_published` counted; and the number of invalid lines."""
+    ledger = Ledger(config)
+    ledger.changes_published = 0
+    bad = 0
+    for line in lines:
+        try:
+            changes = ledger.apply(parse_match(line))
+        except ValueError:
+            bad += 1
+            continue
+        ledger.changes_published += len(changes or [])
+    return ledger, bad
+
+
+def match_counts(ledger: Ledger) -> dict[str, int]:
+    return {league: len(seen) for league, seen in ledger.seen.items()}
+
+
+def league_matches(worker, league: str) -> int:
+    status, body = worker.get(f"/leagues/{league}")
+    return body["matches"] if status == 200 else -1
+
+
+def assert_same_state(worker, ledger: Ledger) -> None:
+    """Every league's leaderboard, served by the worker, is the replay's exactly."""
+    for league, players in ledger.snapshot().items():
+        status, board = worker.get(f"/leagues/{league}/leaderboard?limit=100000")
+        assert status == 200, board
+        served = {row["player"]: (row["rating"], row["matches"]) for row in board["players"]}
+        expected = {p: (v["rating"], v["matches"]) for p, v in players.items()}
+        assert served == expected, f"{league}: stream and replay differ"
+        ranks = [row["rank"] for row in board["players"]]
+        assert ranks == list(range(1, len(ranks) + 1))
+        ratings = [row["rating"] for row in board["players"]]
+        assert ratings == sorted(ratings, reverse=True)
