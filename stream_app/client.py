@@ -12,10 +12,9 @@ and the rule) and keyed by league, so the default partitioner (murmur2 of the
 key, as in Java Kafka and Faust) keeps each league on one partition and its
 matches in order.
 
-Producer settings: acks="all". The idempotent producer is off: the embedded
-broker (Tansu) answers InitProducerId with an error, so enable_idempotence
-cannot start there. A retried send can therefore be duplicated; the workers
-drop a match_id already applied in its league.
+Producer: acks="all", not idempotent (the embedded broker refuses
+InitProducerId); a retried send can be duplicated, and the workers drop a
+match_id already applied in its league.
 """
 
 from __future__ import annotations

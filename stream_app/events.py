@@ -29,9 +29,7 @@ MAX_ID_LENGTH = 128
 # Ids (league, match_id, player): the match-result schema's pattern, and its rule in words.
 ID_RULE = f"must be 1 to {MAX_ID_LENGTH} characters from A-Z a-z 0-9 _ . : @ + - (not '.' or '..')"
 SEP = "\x1f"  # joins ids into keys; cannot occur in an id
-# A dead letter, serialized, stays under this (Faust's default producer limit, below
-# Kafka's default max message size): the payload is cut to fit (payload_truncated).
-MAX_DEAD_LETTER_BYTES = 1_000_000
+MAX_DEAD_LETTER_BYTES = 1_000_000  # a dead letter's payload is cut to fit (payload_truncated)
 
 SCHEMA_NAMES = ("match-result.v1", "rating-changed.v1", "dead-letter.v1")
 
@@ -52,8 +50,7 @@ def load_schema(name: str) -> dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def _compiled(name: str):
-    # The schemas only use keywords that mean the same in draft 7 and 2020-12,
-    # so fastjsonschema's draft-7 code generator validates them exactly.
+    # The schemas use only keywords that mean the same in draft 7 (fastjsonschema's) and 2020-12.
     schema = dict(load_schema(name))
     schema.pop("examples", None)
     return fastjsonschema.compile(schema)
@@ -233,58 +230,16 @@ def _fast_match(doc: Any) -> Match | None:
             time = parse_time(text)
         except ValueError:
             return None
-    if _MISSING_TYPE in score_types:
-        if score_types == _MISSING_ONLY:
-            participants = _participants(players, ranks, repeat(None, n))
-        else:
-            participants = _participants(players, ranks, (None if score is _MISSING else float(score) for score in scores))
+    if score_types == _MISSING_ONLY:
+        values: Iterable[float | None] = repeat(None, n)
+    elif _MISSING_TYPE in score_types:
+        values = [None if score is _MISSING else float(score) for score in scores]
     else:
-        floats = [float(score) for score in scores]
+        values = [float(score) for score in scores]
         if ranks is None:
-            ranks = _ranks_from_scores(floats)
-        participants = _participants(players, ranks, floats)
-    # Built as _participants builds each Participant (see there): once per event.
-    match = object.__new__(_MatchDraft)
-    match.league = league
-    match.match_id = match_id
-    match.participants = participants
-    match.time = time
-    match.__class__ = Match
-    return match
+            ranks = _ranks_from_scores(values)
+    return Match(league, match_id, tuple(map(Participant, players, ranks, values)), time)
 
-
-class _ParticipantDraft:
-    """Participant's layout without the frozen dataclass's __setattr__."""
-
-    __slots__ = Participant.__slots__
-
-
-class _MatchDraft:
-    """Match's layout without the frozen dataclass's __setattr__."""
-
-    __slots__ = Match.__slots__
-
-
-assert _ParticipantDraft.__slots__ == ("player", "rank", "score")
-assert _MatchDraft.__slots__ == ("league", "match_id", "participants", "time")
-
-
-def _participants(players: list[str], ranks: list[int], scores: Iterable[float | None]) -> tuple[Participant, ...]:
-    """Participant(player, rank, score) for each, built as a draft whose class
-    then becomes Participant (same slots, so Python allows it): the fields are
-    stored with plain slot assignments instead of the frozen __init__'s
-    object.__setattr__ calls, about twice as fast (a large file has millions)."""
-    new = object.__new__
-    out = []
-    append = out.append
-    for player, rank, score in zip(players, ranks, scores):
-        x = new(_ParticipantDraft)
-        x.player = player
-        x.rank = rank
-        x.score = score
-        x.__class__ = Participant
-        append(x)
-    return tuple(out)
 
 
 _MISSING_TYPE = type(_MISSING)
@@ -368,14 +323,8 @@ def event_id(league: str, match_id: str, player: str) -> str:
     return hashlib.blake2b(f"{league}{SEP}{match_id}{SEP}{player}".encode(), digest_size=16).hexdigest()
 
 
-def rating_changed(algorithm: str, match: Match, rank: int, change: RatingChange) -> dict[str, Any]:
-    occurred_at = format_time(match.time) if match.time is not None else None
-    return _rating_changed(algorithm, match, rank, change, occurred_at)
-
-
 def rating_changed_events(algorithm: str, match: Match, changes: list[RatingChange]) -> list[dict[str, Any]]:
-    """`rating_changed` of each participant's change (in participant order),
-    with the match's occurred_at formatted once rather than per participant."""
+    """The rating-changed event of each participant's change, in participant order."""
     occurred_at = format_time(match.time) if match.time is not None else None
     return [
         _rating_changed(algorithm, match, participant.rank, change, occurred_at)

@@ -20,7 +20,7 @@ from stream_app.events import (
     event_id,
     load_schema,
     parse_match,
-    rating_changed,
+    rating_changed_events,
 )
 
 
@@ -184,7 +184,11 @@ def test_rating_changed_events_validate_and_ids_are_deterministic():
     m = parse_match(good())
     before = PairwiseState(rating=0.0)
     after = PairwiseState(rating=8.0, matches=1, soft_sum=8.0)
-    event = rating_changed("elo-pairwise", m, 1, RatingChange("alice", before, after, {"expected_rank": 1.5}))
+    bob = PairwiseState(rating=-8.0, matches=1, soft_sum=-8.0)
+    event, other = rating_changed_events("elo-pairwise", m, [RatingChange("alice", before, after, {"expected_rank": 1.5}),
+                                                             RatingChange("bob", before, bob, {"expected_rank": 1.5})])
+    validator("rating-changed.v1").validate(other)
+    assert (event["rank"], other["rank"], other["player"]) == (1, 2, "bob")
     validator("rating-changed.v1").validate(event)
     assert event["delta"] == 8.0 and event["soft_rating"] == 8.0 and event["expected_rank"] == 1.5
     assert event["occurred_at"] == "2026-11-22T10:15:00Z"

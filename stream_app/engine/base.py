@@ -35,14 +35,17 @@ class ParamError(ValueError):
         self.rule = rule
 
 
-@dataclass(frozen=True, slots=True)
+# Participant and Match are not frozen: events.py builds millions of them (a large
+# file), and a frozen dataclass stores each field through object.__setattr__, three
+# times the cost. Nothing changes them once built.
+@dataclass(slots=True)
 class Participant:
     player: str
     rank: int  # 1 is best; equal ranks tie
     score: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Match:
     league: str
     match_id: str

@@ -1,4 +1,4 @@
-"""Two-player Elo with points (seed 001, checked against seed 004).
+"""Two-player Elo with points (the ELO-Rating library, checked against the Elo blog post's example).
 
 Expected score  E_a = 1 / (1 + 10 ** ((R_b - R_a) / c))
 Outcome         S_a = 1 win, 0.5 draw, 0 loss (from the ranks)
@@ -18,10 +18,10 @@ from .base import InvalidMatch, Match, Params, PlayerState, RatingChange, Rating
 @dataclass(frozen=True)
 class EloParams(Params):
     k: float = 32.0
-    scale: float = 400.0  # the c of seed 001
+    scale: float = 400.0  # the c of the ELO-Rating library
     initial: float = 1000.0
     points_method: int = 0
-    l: float = 16.0  # noqa: E741 - the L factor of seed 001
+    l: float = 16.0  # noqa: E741 - the L factor of the ELO-Rating library
 
     def check(self) -> None:
         require(self.k > 0, "k", f"must be > 0 (got {self.k})")

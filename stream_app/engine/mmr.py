@@ -1,4 +1,4 @@
-"""Elo-MMR(rho) and Elo-MMchi (seed 002: Ebtekar and Liu, "An Elo-like System
+"""Elo-MMR(rho) and Elo-MMchi (the Elo-MMR paper: Ebtekar and Liu, "An Elo-like System
 for Massive Multiplayer Competitions"), checked against the authors' reference
 (EbTech/Elo-MMR, multi-skill/src/systems/elo_mmr.rs, and its Python bindings
 elo-mmr-py).
@@ -55,7 +55,7 @@ import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any, Callable, ClassVar, Sequence
 
@@ -186,7 +186,11 @@ def _pack_factors(perfs: Sequence[float], w_arg: Sequence[float], w_out: Sequenc
     return np.column_stack((np.asarray(perfs, float), np.asarray(w_arg, float), np.asarray(w_out, float))).tobytes()
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a round builds one state per participant, and a frozen dataclass
+# stores each field through object.__setattr__ (a round of 16,000 took a fifth
+# longer). States are never changed once built: RatingSystem.rate must not
+# mutate its inputs.
+@dataclass(slots=True)
 class MmrState(PlayerState):
     rating: float  # mu: the maximum of the skill posterior
     sigma: float  # the uncertainty of Equation 8
@@ -881,67 +885,17 @@ _MATCHES = attrgetter("matches")
 _MIN_SCALE = 1e-100
 
 
-def _state_maker():
-    """MmrState(...) without the dataclass __init__'s per-field object.__setattr__
-    calls: the same object, built about twice as fast (a round builds one per
-    participant)."""
-    names = [f.name for f in fields(MmrState)]
-    setters = [getattr(MmrState, name).__set__ for name in names]
-    args = ", ".join(names)
-    body = "\n".join(f"    _set{k}(state, {name})" for k, name in enumerate(names))
-    source = f"def make({args}):\n    state = _new(MmrState)\n{body}\n    return state\n"
-    scope = {"_new": object.__new__, "MmrState": MmrState, **{f"_set{k}": setter for k, setter in enumerate(setters)}}
-    exec(source, scope)
-    return scope["make"]
-
-
-_make_state = _state_maker()
-
-
-class _MmrStateDraft(PlayerState):
-    """MmrState's layout without the frozen __setattr__: a new state's fields
-    are stored with plain attribute assignments (the interpreter's fast path
-    for slots), then its class becomes MmrState (same slots, same base, so
-    Python allows the assignment). About half the cost of _make_state."""
-
-    __slots__ = MmrState.__slots__
-
-
-def _changes_builder():
-    """The per-participant loop of EloMmr._finish, each new state built as
-    an _MmrStateDraft turned MmrState."""
-    names = [f.name for f in fields(MmrState)]
-    values = {
-        "rating": "r", "sigma": "sg", "matches": "s.matches + 1", "gauss_mu": "g1", "gauss_sigma": "g2",
-        "history": "buf[b0:b1]", "perf_scale": "sc", "last_time": "s.last_time if t is None else t",
-        "sig_limit": "sig_limit",
-    }
-    assert sorted(names) == sorted(values) and list(MmrState.__slots__) == names
-    sets = "\n".join(f"        after.{name} = {values[name]}" for name in names)
-    source = f"""def build(parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, shown_l, perf_l, buf, t, sig_limit):
+def _build_changes(parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, shown_l, perf_l, buf, t, sig_limit):
+    """The round's changes: each participant's new state, its history a slice of `buf`."""
     changes = []
     append = changes.append
     for x, s, r, sg, g1, g2, b0, b1, sc, shown, pf in zip(
         parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, bounds[1:], scale_l, shown_l, perf_l
     ):
-        after = _new(_Draft)
-{sets}
-        after.__class__ = MmrState
-        change = _new(RatingChange)
-        change.player = x.player
-        change.before = s
-        change.after = after
-        change.extras = {{"uncertainty": sg, "uncertainty_before": s.sigma, "display_rating": shown, "performance": pf}}
-        append(change)
+        after = MmrState(r, sg, s.matches + 1, g1, g2, buf[b0:b1], sc, s.last_time if t is None else t, sig_limit)
+        extras = {"uncertainty": sg, "uncertainty_before": s.sigma, "display_rating": shown, "performance": pf}
+        append(RatingChange(x.player, s, after, extras))
     return changes
-"""
-    assert [f.name for f in fields(RatingChange)] == ["player", "before", "after", "extras"]
-    scope = {"_new": object.__new__, "_Draft": _MmrStateDraft, "MmrState": MmrState, "RatingChange": RatingChange}
-    exec(source, scope)
-    return scope["build"]
-
-
-_build_changes = _changes_builder()
 
 
 class EloMmx(_EloMmrBase):

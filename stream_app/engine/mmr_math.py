@@ -1,4 +1,4 @@
-"""Vectorised numerics for Elo-MMR (seed 002): root finding, the Gaussian
+"""Vectorised numerics for Elo-MMR (the Elo-MMR paper): root finding, the Gaussian
 inverse Mills ratio and ragged (per-player) sums. NumPy only.
 
 Everything here is deterministic: the same inputs give the same bits, so the
@@ -20,7 +20,8 @@ Evaluate = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 def round_half_away(x: np.ndarray) -> np.ndarray:
-    """Round to the nearest integer, halves away from zero (Rust's f64::round)."""
+    """Round to the nearest integer, halves away from zero (C's round(), Rust's f64::round;
+    Python's round() goes to even)."""
     return np.where(x >= 0, np.floor(x + 0.5), -np.floor(-x + 0.5))
 
 

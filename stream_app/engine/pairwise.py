@@ -1,5 +1,5 @@
-"""Multi-player Elo by pairwise comparison: ELORank (seed 000) and the
-round-robin Codeforces-style variant (seed 003).
+"""Multi-player Elo by pairwise comparison: ELORank (P. Baillehache's C library) and the
+round-robin Codeforces-style variant (the Codeforces rating analysis).
 
 Every pair of participants plays a virtual game; all deltas come from the
 ratings before the match and are applied at once:
@@ -7,26 +7,26 @@ ratings before the match and are applied at once:
     delta_i = K_i * sum_j (S_ij - P(i beats j)),  P(i beats j) = 1 / (1 + 10 ** ((r_j - r_i) / 400))
 
 S_ij is 1 if i finished ahead of j, 0 if behind; a tie is skipped (ELORank)
-or scores 0.5 (seed 003). K_i is `k_top` for the top `top_n` finishers,
-`k` otherwise. Seed 003 rounds the new rating to an integer (`round`).
+or scores 0.5 (the Codeforces analysis). K_i is `k_top` for the top `top_n` finishers,
+`k` otherwise. The Codeforces analysis rounds the new rating to an integer (`round`).
 
 ELORank's soft rating: after every match the new rating is added to a sum
 that is first decayed by 0.99 once the player has 100 or more matches;
 soft = sum / min(100, matches).
 
-Seed 003's expected rank ("seed"): 0.5 + sum over all participants, self
+The Codeforces analysis's expected rank (its "seed"): 0.5 + sum over all participants, self
 included, of the probability of losing to them.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from .base import Match, Params, PlayerState, RatingChange, RatingSystem, require
+from .mmr_math import round_half_away
 
 # Rows of the pairwise matrix computed at once: bounds memory to about
 # 8 * BLOCK_CELLS bytes per temporary even for rounds of 16k participants.
@@ -68,11 +68,6 @@ class PairwiseState(PlayerState):
 
     def public(self) -> dict[str, Any]:
         return {"rating": self.rating, "matches": self.matches, "soft_rating": self.soft_rating}
-
-
-def round_half_away(x: float) -> float:
-    """C's round(): halves go away from zero (Python's round() goes to even)."""
-    return float(math.floor(x + 0.5)) if x >= 0 else -float(math.floor(-x + 0.5))
 
 
 def pairwise_deltas(
@@ -121,13 +116,13 @@ class Pairwise(RatingSystem[PairwiseState]):
             ahead = np.searchsorted(np.sort(ranks), ranks, side="left")
             k[ahead < p.top_n] = p.k_for_top
         deltas, expected_rank = pairwise_deltas(ratings, ranks, k, p.ties == "half", p.scale)
+        new_ratings = ratings + deltas
+        if p.round:
+            new_ratings = round_half_away(new_ratings)
         changes = []
-        for x, state, delta, seed in zip(match.participants, before, deltas.tolist(), expected_rank.tolist()):
-            new_rating = state.rating + delta
-            if p.round:
-                new_rating = round_half_away(new_rating)
+        for x, state, new_rating, expected in zip(match.participants, before, new_ratings.tolist(), expected_rank.tolist()):
             matches = state.matches + 1
             soft_sum = state.soft_sum * 0.99 if matches >= 100 else state.soft_sum
             after = PairwiseState(rating=new_rating, matches=matches, soft_sum=soft_sum + new_rating)
-            changes.append(RatingChange(x.player, state, after, {"expected_rank": seed}))
+            changes.append(RatingChange(x.player, state, after, {"expected_rank": expected}))
         return changes

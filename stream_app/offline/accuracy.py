@@ -15,7 +15,7 @@ are computed as its authors' `metrics.rs` does, so that figures compare:
   sum 100 * total / (n - 1), weight n;
 - a round where everyone tied tells nothing and is skipped.
 
-The MSE index is seed 003's (its formula 8): the mean over pairs of
+The MSE index is the Codeforces analysis's (its formula 8): the mean over pairs of
 (P(i beats j) - outcome)^2 with outcome 1, 0.5 or 0, P from the logistic Elo
 formula on a 400 scale, here with the ratings before the round (a forecast).
 Rounds with more than MSE_MAX_PAIRS pairs use a fixed random sample of pairs.
@@ -197,6 +197,6 @@ def format_report(report: dict[str, float | int | None]) -> str:
         f"{'':<30}{'pair inversion':>16}{'rank deviation':>16}",
         f"{'experienced (>= 5 rounds)':<30}{pct(report['pair_inversion']):>16}{pct(report['rank_deviation']):>16}",
         f"{'all rated participants':<30}{pct(report['pair_inversion_all']):>16}{pct(report['rank_deviation_all']):>16}",
-        f"MSE index (seed 003): {'-' if report['mse'] is None else format(report['mse'], '.5f')}",
+        f"MSE index (Codeforces analysis): {'-' if report['mse'] is None else format(report['mse'], '.5f')}",
     ]
     return "\n".join(lines)

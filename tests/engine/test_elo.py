@@ -1,4 +1,4 @@
-"""Two-player Elo against seed 004 and seed 001's formulas, worked by hand."""
+"""Two-player Elo against the Elo blog post's example and the ELO-Rating library's formulas, worked by hand."""
 
 import pytest
 
@@ -14,7 +14,7 @@ def rate(system, ratings, *people):
     return [c.after.rating for c in system.rate(match(*people), before)]
 
 
-def test_seed_004_both_at_100_k30_winner_115_loser_85():
+def test_elo_blog_post_both_at_100_k30_winner_115_loser_85():
     elo = make_system("elo", {"k": 30, "initial": 100})
     start = elo.initial_state()
     changes = elo.rate(match(("winner", 1), ("loser", 2)), [start, start])
@@ -24,7 +24,7 @@ def test_seed_004_both_at_100_k30_winner_115_loser_85():
     assert changes[0].extras["expected_score"] == 0.5
 
 
-# Seed 001 with K=32, c=400, L=16, A at 1200 and B at 1000:
+# The ELO-Rating library with K=32, c=400, L=16, A at 1200 and B at 1000:
 #   E_a = 1 / (1 + 10^((1000-1200)/400)) = 1 / (1 + 10^-0.5) = 1 / 1.316227766 = 0.759746927
 #   E_b = 1 - E_a = 0.240253073
 #   32 * (1 - 0.759746927) = 7.688098347;  32 * (0.5 - 0.759746927) = -8.311901653
@@ -39,13 +39,13 @@ E_A = 0.7597469266479578
         ((1, 1), (1191.688098347, 1008.311901653)),  # draw: 1200 + 32(0.5 - E_a)
     ],
 )
-def test_seed_001_method_0(ranks, expected):
+def test_elo_rating_library_method_0(ranks, expected):
     elo = make_system("elo", {"points_method": 0})
     got = rate(elo, [1200.0, 1000.0], ("a", ranks[0]), ("b", ranks[1]))
     assert got == pytest.approx(expected, abs=1e-8)
 
 
-def test_seed_001_method_1_points_fraction_replaces_outcome():
+def test_elo_rating_library_method_1_points_fraction_replaces_outcome():
     # 5 points to 1: S_a = 5/6 = 0.833333333; 1200 + 32 (0.833333333 - 0.759746927) = 1202.354765014
     elo = make_system("elo", {"points_method": 1})
     got = rate(elo, [1200.0, 1000.0], ("a", 1, 5.0), ("b", 2, 1.0))
@@ -69,7 +69,7 @@ def test_seed_001_method_1_points_fraction_replaces_outcome():
         ((1, 1), (2.0, 2.0), (1183.688098347, 1016.311901653)),
     ],
 )
-def test_seed_001_method_2_bonus_for_points(ranks, points, expected):
+def test_elo_rating_library_method_2_bonus_for_points(ranks, points, expected):
     elo = make_system("elo", {"points_method": 2})
     got = rate(elo, [1200.0, 1000.0], ("a", ranks[0], points[0]), ("b", ranks[1], points[1]))
     assert got == pytest.approx(expected, abs=1e-8)
@@ -86,7 +86,7 @@ def test_zero_zero_score_counts_as_an_even_split():
     assert rate(elo, [1000.0, 1000.0], ("a", 1, 0.0), ("b", 1, 0.0)) == [1000.0, 1000.0]
 
 
-def test_scale_is_seed_001_c():
+def test_scale_is_the_elo_rating_librarys_c():
     elo = make_system("elo", {"scale": 200})
     got = rate(elo, [1100.0, 1000.0], ("a", 1), ("b", 2))
     assert got[0] == pytest.approx(1100 + 32 * (1 - 1 / (1 + 10 ** (-100 / 200))))

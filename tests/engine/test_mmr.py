@@ -1,6 +1,6 @@
 """Elo-MMR and Elo-MMchi (stream_app/engine/mmr.py): cross-checks against the
 authors' reference (elo_mmr_py, Rust bindings), the paper's properties
-(seed 002: aligned incentives, Theorem 5.7, translation invariance), state
+(the Elo-MMR paper: aligned incentives, Theorem 5.7, translation invariance), state
 round trips and parameter validation."""
 
 from __future__ import annotations
@@ -418,18 +418,6 @@ def test_erfcx_and_inverse_mills():
 # ---- the undecayed weights and the state builder (issue 3) ----
 
 
-def test_fast_state_builder_equals_the_constructor():
-    from stream_app.engine.mmr import _make_state
-
-    values = dict(
-        rating=1.0, sigma=2.0, matches=3, gauss_mu=4.0, gauss_sigma=5.0, history=b"", perf_scale=0.5,
-        last_time=None, sig_limit=80.0,
-    )
-    values["history"] = MmrState.with_factors((1.0, 2.0), (0.5, 0.25), (0.25, 0.125), rating=0.0, sigma=1.0).history
-    assert _make_state(**values) == MmrState(**values)
-    assert [f for f in MmrState.__dataclass_fields__] == list(values)
-
-
 def test_state_round_trips_through_json_as_lists():
     state = MmrState.with_factors(
         (1500.5, -3.25e-7), (0.004628, 0.1), (0.00926, 1e-300), rating=1.0, sigma=2.0, matches=2, perf_scale=0.5,
@@ -477,15 +465,20 @@ def test_tiny_scale_is_folded_into_the_weights(monkeypatch):
         assert folded[p].perf_weights == pytest.approx(plain[p].perf_weights, rel=1e-12)
 
 
-def test_built_states_are_frozen_mmr_states():
-    from dataclasses import FrozenInstanceError, fields
+def test_built_states_are_mmr_states_and_rating_never_changes_its_inputs():
+    from dataclasses import astuple, fields
 
+    system = make_system("elo-mmr", FAST)
     rounds = _random_rounds(seed=3, count=3, pool=20, low=5, high=12)
-    for s in _replay(make_system("elo-mmr", FAST), rounds).values():
+    states = _replay(system, rounds)
+    for s in states.values():
         assert type(s) is MmrState
         assert s == MmrState(**{f.name: getattr(s, f.name) for f in fields(MmrState)})
-        with pytest.raises(FrozenInstanceError):
-            s.rating = 0.0  # type: ignore[misc]
+    players = sorted(states)[:6]
+    before = [states[p] for p in players]
+    copies = [astuple(s) for s in before]
+    system.rate(Match("l", "x", tuple(Participant(p, i + 1) for i, p in enumerate(players))), before)
+    assert [astuple(s) for s in before] == copies
 
 
 @pytest.mark.parametrize("seed", range(6))

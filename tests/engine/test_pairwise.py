@@ -1,4 +1,4 @@
-"""Multi-player pairwise Elo: ELORank's trajectory (seed 000) and seed 003."""
+"""Multi-player pairwise Elo: ELORank's trajectory and the Codeforces rating analysis."""
 
 import itertools
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from stream_app.engine import Match, ParamError, Participant, make_system
-from stream_app.engine.pairwise import round_half_away
+from stream_app.engine.mmr_math import round_half_away
 
 TRAJECTORY = Path(__file__).parent / "data" / "elorank_trajectory.txt"
 
@@ -26,7 +26,7 @@ def load_trajectory():
     return rows
 
 
-def test_seed_000_elorank_trajectory_of_100_runs():
+def test_elorank_trajectory_of_100_runs():
     """Every row of ELORank's section 7: three ratings and three soft ratings within 1e-3.
 
     The file gives ratings, not finishing orders; each run's order is the one of
@@ -64,7 +64,7 @@ def test_soft_rating_decays_from_the_100th_match():
     assert b.soft_rating == pytest.approx(b.soft_sum / 100)
 
 
-# Seed 003 by hand: A 1500, B 1400, C 1400, D 1300 finish 1, 2, 2, 4; ties score 0.5;
+# The Codeforces analysis by hand: A 1500, B 1400, C 1400, D 1300 finish 1, 2, 2, 4; ties score 0.5;
 # K = 16, and the top 1 finisher uses K_top = 8.
 #   P(100 points better wins) = 1 / (1 + 10^-0.25) = 0.640065;  P(200 better) = 0.759747
 #   A: (1 - .640065) + (1 - .640065) + (1 - .759747) = 0.960123 -> x8  = +7.680985
@@ -76,17 +76,17 @@ HAND_RATINGS = [1500.0, 1400.0, 1400.0, 1300.0]
 HAND_RANKS = [1, 2, 2, 4]
 
 
-def test_seed_003_contest_with_ties_and_a_top_k_worked_by_hand():
+def test_codeforces_analysis_contest_with_ties_and_a_top_k_worked_by_hand():
     system = make_system("elo-pairwise", {"k": 16, "ties": "half", "top_n": 1, "k_top": 8})
     before = [system.State(rating=r) for r in HAND_RATINGS]
     changes = system.rate(match(HAND_RANKS), before)
     assert [c.delta for c in changes] == pytest.approx([7.680985, 0.0, 0.0, -15.361970], abs=1e-6)
     assert [c.extras["expected_rank"] for c in changes] == pytest.approx([1.960123, 2.5, 2.5, 3.039877], abs=1e-6)
-    # The expected ranks of a match add up to 1 + 2 + ... + n (seed 003's check).
+    # The expected ranks of a match add up to 1 + 2 + ... + n (the Codeforces analysis's check).
     assert sum(c.extras["expected_rank"] for c in changes) == pytest.approx(10.0)
 
 
-def test_seed_003_rounds_new_ratings_to_integers():
+def test_codeforces_analysis_rounds_new_ratings_to_integers():
     system = make_system("elo-pairwise", {"k": 16, "ties": "half", "top_n": 1, "k_top": 8, "round": True})
     changes = system.rate(match(HAND_RANKS), [system.State(rating=r) for r in HAND_RATINGS])
     assert [c.after.rating for c in changes] == [1508.0, 1400.0, 1400.0, 1285.0]

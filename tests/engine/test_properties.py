@@ -20,7 +20,7 @@ ZERO_SUM = [
     ("elo-pairwise", {"ties": "half", "k": 16}),
 ]
 # Monotone in rank, all else equal. (top_n with a different k_top is not, by design:
-# seed 003 deliberately damps the top finishers.)
+# the Codeforces analysis deliberately damps the top finishers.)
 MONOTONE = ZERO_SUM + [("elo", {"points_method": 2})]
 
 

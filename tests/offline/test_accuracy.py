@@ -86,7 +86,7 @@ def test_perfect_prediction_and_perfectly_wrong_prediction():
     assert rank_deviation(bad, lo, hi)[1] / 10 == pytest.approx(100 * sum(abs(i - (9 - i)) for i in range(10)) / 9 / 10)
 
 
-def test_mse_is_seed_003_formula_on_pairs():
+def test_mse_is_the_codeforces_analysis_formula_on_pairs():
     mu = np.array([1600.0, 1500.0, 1500.0])
     ranks = np.array([1, 2, 2])
     p = 1 / (1 + 10 ** (-100 / 400))
