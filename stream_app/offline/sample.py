@@ -35,6 +35,15 @@ def _iso(seconds: int) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _hidden_skills(league: str, players: int, digits: int, rng: random.Random,
+                   skills: dict[str, float] | None) -> dict[str, float]:
+    """Each player's skill, standard normal; copied into `skills` when given."""
+    skill = {f"{league}-p{i:0{digits}d}": rng.gauss(0.0, 1.0) for i in range(players)}
+    if skills is not None:
+        skills.update(skill)
+    return skill
+
+
 def two_player_league(
     league: str,
     players: int,
@@ -44,9 +53,7 @@ def two_player_league(
     scores: bool = False,
     skills: dict[str, float] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    skill = {f"{league}-p{i:04d}": rng.gauss(0.0, 1.0) for i in range(players)}
-    if skills is not None:
-        skills.update(skill)
+    skill = _hidden_skills(league, players, 4, rng, skills)
     names = list(skill)
     for m in range(matches):
         a, b = rng.sample(names, 2)
@@ -72,9 +79,7 @@ def multi_player_league(
     rng: random.Random,
     skills: dict[str, float] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    skill = {f"{league}-p{i:05d}": rng.gauss(0.0, 1.0) for i in range(players)}
-    if skills is not None:
-        skills.update(skill)
+    skill = _hidden_skills(league, players, 5, rng, skills)
     names = list(skill)
     for m in range(matches):
         field = rng.sample(names, min(per_match, len(names)))
