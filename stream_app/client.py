@@ -368,14 +368,9 @@ async def _partitions(consumer: AIOKafkaConsumer, topic: str, client: RatingsCli
 
 
 async def _seek_to_true_end(consumer: AIOKafkaConsumer, partitions: list[TopicPartition], timeout: float = 10.0) -> None:
-    """Position every partition at its real end.
-
-    Tansu's ListOffsets(latest) returns the base offset of the partition's last
-    record batch plus one, not the last offset plus one, so seek_to_end() would
-    replay the tail of the last batch. A fetch response's high watermark is
-    right: fetch from (reported end - 1), read the high watermark, seek there.
-    On Kafka the reported end is already right and this changes nothing.
-    """
+    """Position every partition at its real end. Tansu's ListOffsets(latest) says the base
+    offset of the last record batch + 1, so seek_to_end() would replay that batch's tail; a
+    fetch's high watermark is right. On Kafka the reported end is right already."""
     reported = await consumer.end_offsets(partitions)
     probe = [tp for tp in partitions if reported[tp] > 0]
     for tp in partitions:
