@@ -12,8 +12,8 @@ this benchmark starts and stops itself, next to a baseline from the same run:
    last rating-changed event;
 5. the Codeforces file (280,701 players) ingested by a worker with the fast
    Elo-MMR settings, 10 contests at a time (`--codeforces-chunk 0` publishes
-   the whole file at once: the worker then takes it as one batch, holding
-   every state in memory until the end), then leaderboard requests (limit 100
+   the whole file at once: the worker then applies it in parts of about
+   2 MiB of input, each checkpointed), then leaderboard requests (limit 100
    and 10,000); the broker's RSS is watched (Tansu keeps every record in memory);
 6. worker peak RSS (VmHWM) and data directory size after (2) and (5);
 7. recovery: a fresh worker (empty data directory, same app id) rebuilding

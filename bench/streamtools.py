@@ -308,7 +308,7 @@ def summarise_collapsed(path: Path, most: int = 12) -> dict[str, Any]:
 
 
 def _short(frame: str) -> str:
-    """'process_batch (/work/main/stream_app/worker.py:370)' -> 'process_batch (stream_app/worker.py)'."""
+    """'apply_batch (/work/main/stream_app/stream/worker.py:70)' -> 'apply_batch (stream_app/stream/worker.py)'."""
     name, _, where = frame.partition(" (")
     where = where.rstrip(")").rsplit(":", 1)[0]
     for marker in ("site-packages/", "lib/python3.11/", str(ROOT) + "/"):
