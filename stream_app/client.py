@@ -259,14 +259,8 @@ class RatingsClient:
         return sent, rejected
 
     # -- following ---------------------------------------------------------------
-    def changes(
-        self,
-        league: str | None = None,
-        player: str | None = None,
-        from_beginning: bool = False,
-        *,
-        on_ready: Callable[[], None] | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    def changes(self, league: str | None = None, player: str | None = None, from_beginning: bool = False, *,
+                on_ready: Callable[[], None] | None = None) -> AsyncIterator[dict[str, Any]]:
         """Rating-changed events (dicts), optionally of one league and/or player.
 
         Group-less: reads every partition with a fresh consumer, from the
@@ -276,29 +270,13 @@ class RatingsClient:
         after that are seen.
         """
 
-        def keep(event: dict[str, Any]) -> bool:
-            return (league is None or event.get("league") == league) and (
-                player is None or event.get("player") == player
-            )
+        return self._follow(self.changes_topic, _having(league=league, player=player), from_beginning, on_ready)
 
-        return self._follow(self.changes_topic, keep, from_beginning, on_ready)
-
-    def dead_letters(
-        self,
-        league: str | None = None,
-        reason: str | None = None,
-        from_beginning: bool = False,
-        *,
-        on_ready: Callable[[], None] | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    def dead_letters(self, league: str | None = None, reason: str | None = None, from_beginning: bool = False, *,
+                     on_ready: Callable[[], None] | None = None) -> AsyncIterator[dict[str, Any]]:
         """Dead-letter events (dicts) of the DLQ topic, optionally of one league and/or reason code."""
 
-        def keep(event: dict[str, Any]) -> bool:
-            return (league is None or event.get("league") == league) and (
-                reason is None or event.get("reason") == reason
-            )
-
-        return self._follow(self.dlq_topic, keep, from_beginning, on_ready)
+        return self._follow(self.dlq_topic, _having(league=league, reason=reason), from_beginning, on_ready)
 
     async def _follow(
         self,
@@ -336,6 +314,12 @@ class RatingsClient:
                             yield event
         finally:
             await consumer.stop()
+
+
+def _having(**wanted: str | None) -> Callable[[dict[str, Any]], bool]:
+    """Events whose fields have the wanted values (None: any)."""
+    wanted = {name: value for name, value in wanted.items() if value is not None}
+    return lambda event: all(event.get(name) == value for name, value in wanted.items())
 
 
 def _topic_errors(response: Any) -> list[tuple[str, int, str | None]]:

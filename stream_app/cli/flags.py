@@ -14,10 +14,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import fields
+from pathlib import Path
 from typing import Any, Callable
 
 from ..leagues import ConfigError, LeagueConfig
-from ..settings import DEFAULTS
+from ..settings import DEFAULTS, Settings
 
 LIST_PROBLEMS = 20  # rejected lines listed one by one; the summary counts them all
 
@@ -78,6 +80,23 @@ class Problems:
     def summary(self, what: str) -> None:
         if not self.quiet and self.count > LIST_PROBLEMS:
             print(f"... and {self.count - LIST_PROBLEMS:,} more {what}", file=sys.stderr)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Settings from the parsed flags: every field that has a flag of its name, the
+    league configuration, and Kafka security from the environment."""
+    values = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
+    if "data_dir" in values:
+        values["data_dir"] = Path(values["data_dir"])
+    return Settings(**values, config_path=getattr(args, "config", None), security=kafka_security(args.command))
+
+
+def command(sub: Any, name: str, func: Callable[[argparse.Namespace], int], help: str,
+            description: str | None = None) -> argparse.ArgumentParser:
+    """A subcommand whose arguments run `func`."""
+    parser = sub.add_parser(name, help=help, description=description or help[:1].upper() + help[1:] + ".")
+    parser.set_defaults(func=func)
+    return parser
 
 
 def add_common_flags(parser: argparse.ArgumentParser, *, web: bool = False, data_dir: bool = False,

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from ..offline.replay import Ledger, ReplayError, replay
-from .flags import Problems, league_config
+from .flags import Problems, command, league_config
 
 
 def leaderboard_rows(players: dict[str, dict[str, Any]], limit: int) -> list[tuple[int, str, dict[str, Any]]]:
@@ -146,7 +146,7 @@ def demo_offline(seed: int) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    p = sub.add_parser("replay", help="apply a file of match-result lines offline and print the final ratings")
+    p = command(sub, "replay", cmd_replay, "apply a file of match-result lines offline and print the final ratings")
     p.add_argument("--input", "-i", required=True, help="JSONL file of match-result events (plain or .gz; '-' for stdin)")
     p.add_argument("--config", "-c", help="league configuration (TOML); default: every league uses elo")
     p.add_argument("--output", "-o", help="write the final state here (JSON) instead of stdout")
@@ -159,9 +159,8 @@ def add_commands(sub: Any) -> None:
         help="score how well ratings before each round predict it (pair inversion, rank deviation, MSE); "
         "write the figures here and a table to stdout (the state then goes only to --output)",
     )
-    p.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("plot", help="replay one league and chart players' ratings over time (PNG)")
+    p = command(sub, "plot", cmd_plot, "replay one league and chart players' ratings over time (PNG)")
     p.add_argument("--input", "-i", required=True, help="JSONL file of match-result events (plain or .gz)")
     p.add_argument("--config", "-c", help="league configuration (TOML)")
     p.add_argument("--league", "-l", required=True)
@@ -169,18 +168,15 @@ def add_commands(sub: Any) -> None:
     who.add_argument("--top", type=int, default=10, help="the N highest-rated players at the end (default 10)")
     who.add_argument("--player", "-p", action="append", help="a player to draw (repeatable)")
     p.add_argument("--output", "-o", required=True, help="the chart (PNG)")
-    p.set_defaults(func=cmd_plot)
 
-    p = sub.add_parser("synth", help="write the Elo-MMR paper's synthetic data set (section 6.1) as match-result lines")
+    p = command(sub, "synth", cmd_synth, "write the Elo-MMR paper's synthetic data set (section 6.1) as match-result lines")
     p.add_argument("--players", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--league", default="synthetic")
     p.add_argument("--output", "-o", help="file to write (.gz compresses); default stdout")
-    p.set_defaults(func=cmd_synth)
 
-    p = sub.add_parser("sample", help="write the demo's sample match results as JSONL")
+    p = command(sub, "sample", cmd_sample, "write the demo's sample match results as JSONL")
     p.add_argument("--output", "-o", help="file to write (default stdout)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--scale", type=float, default=1.0, help="multiply the number of matches")
-    p.set_defaults(func=cmd_sample)

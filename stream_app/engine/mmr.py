@@ -231,19 +231,7 @@ class MmrState(PlayerState):
         return cls.with_factors(data.pop("perfs", ()), data.pop("perf_w_arg", ()), data.pop("perf_w_out", ()), **data)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "rating": self.rating,
-            "sigma": self.sigma,
-            "matches": self.matches,
-            "gauss_mu": self.gauss_mu,
-            "gauss_sigma": self.gauss_sigma,
-            "perfs": self.perfs,
-            "perf_w_arg": self.perf_w_arg,
-            "perf_w_out": self.perf_w_out,
-            "perf_scale": self.perf_scale,
-            "last_time": self.last_time,
-            "sig_limit": self.sig_limit,
-        }
+        return {name: getattr(self, name) for name in _STORED}
 
     def _column(self, k: int) -> tuple[float, ...]:
         return tuple(memoryview(self.history).cast("d")[k::3].tolist())
@@ -279,6 +267,11 @@ class MmrState(PlayerState):
             "display_rating": self.display_rating,
             "matches": self.matches,
         }
+
+
+# MmrState as stored: the factors as three lists instead of `history`.
+_STORED = ("rating", "sigma", "matches", "gauss_mu", "gauss_sigma", "perfs", "perf_w_arg", "perf_w_out",
+           "perf_scale", "last_time", "sig_limit")
 
 
 def _extras(before: MmrState, after: MmrState, performance: float | None) -> dict[str, Any]:

@@ -102,9 +102,6 @@ class Pairwise(RatingSystem[PairwiseState]):
     State = PairwiseState
     params: PairwiseParams
 
-    def initial_state(self) -> PairwiseState:
-        return PairwiseState(rating=self.params.initial)
-
     def rate(self, match: Match, before: Sequence[PairwiseState]) -> list[RatingChange[PairwiseState]]:
         p = self.params
         ratings = np.fromiter((s.rating for s in before), float, len(before))

@@ -139,11 +139,5 @@ class Tally:
                     child.observe(value)
 
     def counts(self) -> dict[str, Any]:
-        return {
-            "applied": self.applied,
-            "dead_letters": self.dead_letters,
-            "duplicates": self.duplicates,
-            "forwarded": self.forwarded,
-            "started_at": self.started_at,
-            "first_applied_at": self.first_applied_at,
-        }
+        names = ("applied", "dead_letters", "duplicates", "forwarded", "started_at", "first_applied_at")
+        return {name: getattr(self, name) for name in names}
