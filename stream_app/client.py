@@ -120,7 +120,7 @@ class RatingsClient:
         producer = AIOKafkaProducer(
             acks="all",
             enable_idempotence=False,  # Tansu: InitProducerId fails (see the module docstring)
-            linger_ms=0,  # measured: 0.4 ms per awaited publish() (5 ms with linger 5), pipelined throughput as good
+            linger_ms=0,  # an awaited publish() returns at once; pipelined sends batch anyway
             **self._common(),
         )
         try:

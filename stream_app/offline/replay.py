@@ -143,8 +143,7 @@ _MALLOC_TUNED = False
 def _tune_malloc() -> None:
     """Keep freed memory in the process (glibc): a round allocates and frees
     many NumPy temporaries of a few MB each, which glibc would otherwise map
-    and unmap every time (page faults on every fresh page: 13% of a slice
-    of the Codeforces Elo-MMR replay, measured). Equivalent to MALLOC_MMAP_THRESHOLD_=64 MiB,
+    and unmap every time (a page fault on every fresh page). Equivalent to MALLOC_MMAP_THRESHOLD_=64 MiB,
     MALLOC_TRIM_THRESHOLD_=256 MiB and MALLOC_TOP_PAD_=64 MiB. Once per
     process; a no-op where glibc's mallopt is not available."""
     global _MALLOC_TUNED

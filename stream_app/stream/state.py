@@ -169,8 +169,8 @@ class PartitionState:
         dumps = orjson.dumps
         # The bytes of dumps({"s": value, "b": batch, "p": before}), put together around
         # the values' encodings: a result of orjson keeps the block it was written in
-        # (about 4 KiB, measured), and a batch of records held at once cost three times
-        # as much that way; the concatenation has exactly its size.
+        # (about 4 KiB), so a batch of records held at once would cost several times
+        # its size; the concatenation has exactly its size.
         middle = b',"b":%d,"p":' % batch
         writes = [
             (item[0], item[1], b'{"s":' + dumps(value) + middle + dumps(committed(item)) + b"}")
