@@ -38,7 +38,7 @@ subsample_size = 100
 subsample_bucket = 2.0
 max_history = 100
 """
-# elo-mmr-py "mmr-fast" ratings before each contest, scored by stream_app.accuracy
+# elo-mmr-py "mmr-fast" ratings before each contest, scored by stream_app.offline.accuracy
 # (the metrics of EbTech's metrics.rs; first 10% of contests skipped), 2026-11-22.
 REFERENCE_ACCURACY = {
     "pair_inversion": 78.35002993936618,

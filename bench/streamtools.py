@@ -3,7 +3,9 @@ rating-changed events running in its own thread, process memory and sizes.
 
 Everything runs against an embedded broker (stream_app.broker.EmbeddedBroker)
 started by the benchmark itself; workers are `ratings worker` child processes in
-their own process groups, stopped by group.
+their own process groups, stopped by group (tests/support/workers.py, on
+stream_app.processes.WorkerProcess); publishing and topic names come from
+tests/support too.
 """
 
 from __future__ import annotations
@@ -19,11 +21,10 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
-from stream_app.processes import WorkerProcess
 from tests.support import kafka
 from tests.support.kafka import keyed  # noqa: F401 (re-exported for the benchmarks)
 from tests.support.names import Topics
-from tests.support.workers import ROOT
+from tests.support.workers import ROOT, WorkerProcess
 
 PARTITIONS = 8
 
@@ -79,14 +80,12 @@ def dir_size(path: Path) -> int:
 
 
 class Worker(WorkerProcess):
-    """A `ratings worker` child process with what the benchmarks read of it: progress, log marks, problems."""
+    """The tests' `ratings worker` child process, with what the benchmarks read of it: progress, log marks, problems."""
 
     def __init__(self, broker_url: str, topics: Topics, app_id: str, data_dir: Path, config: Path, log_dir: Path,
                  name: str):
-        self.name = name
         self.started = time.time()
-        super().__init__(broker_url, data_dir, log_dir / f"{name}.log", cwd=ROOT,
-                         args=[*topics.cli_args(), "--app-id", app_id, "--config", str(config)])
+        super().__init__(broker_url, topics.cli_args(), app_id, data_dir, config, log_dir, name)
 
     def wait(self, condition: Callable[[dict[str, Any]], Any], timeout: float, what: str,
              progress: Callable[[dict[str, Any]], str] | None = None, every: float = 15.0,
@@ -261,7 +260,7 @@ def profile(pid: int, seconds: float, output: Path, rate: int = 50) -> dict[str,
 
 IDLE_LEAVES = ("select (selectors.py)", "poll (selectors.py)", "wait (threading.py)")
 # Frames every stack goes through: left out of the inclusive list.
-PLUMBING = ("asyncio/", "threading.py", "mode/", "<frozen runpy>", "stream_app/cli.py", "run_worker (", "<module>")
+PLUMBING = ("asyncio/", "threading.py", "mode/", "<frozen runpy>", "stream_app/cli/", "run_worker (", "<module>")
 
 
 def summarise_collapsed(path: Path, most: int = 12) -> dict[str, Any]:

@@ -8,7 +8,8 @@ run through validators that work offline: Debian's docker-compose (1.29)
 installs it) and kubernetes-validate's bundled schemas for the Kubernetes
 manifests. kubernetes-validate has no schema for the Prometheus operator's
 ServiceMonitor (a custom resource): its structure is checked here by hand.
-Prometheus itself runs in tests/test_prometheus.py.
+Prometheus itself runs in tests/e2e/test_prometheus.py, promtool in
+tests/deploy/test_prometheus_rules.py.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ from stream_app.leagues import LeagueConfig
 from stream_app.security import ENV as SECURITY_ENV
 from stream_app.security import KafkaSecurity
 from stream_app.stream.state import CHECKPOINTS, STATE_TABLES
+from tests.support.workers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 DEPLOY = ROOT / "deploy"
 DOCKERFILE = DEPLOY / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"
@@ -456,7 +457,7 @@ def test_alert_rules_use_the_workers_metrics():
 
 
 def test_every_alert_has_a_unit_test_where_it_fires():
-    """alerts.test.yml (run by promtool in tests/test_prometheus.py) has a case where each alert fires."""
+    """alerts.test.yml (run by promtool in tests/deploy/test_prometheus_rules.py) has a case where each alert fires."""
     alerts = {rule["alert"] for group in load_yaml(DEPLOY / "prometheus" / "alerts.yml")["groups"]
               for rule in group["rules"]}
     tests = load_yaml(DEPLOY / "prometheus" / "alerts.test.yml")["tests"]
@@ -507,7 +508,7 @@ def _exposed(families: Any) -> set[str]:
 
 
 def known_metric_names() -> set[str]:
-    """Sample names the worker exposes: stream_app/metrics.py, Faust's sensor (prefix faust_), and `up`."""
+    """Sample names the worker exposes: stream_app/stream/observe.py, Faust's sensor (prefix faust_), and `up`."""
     from faust.sensors.prometheus import FaustMetrics
     from prometheus_client import CollectorRegistry
     from prometheus_client.metrics import MetricWrapperBase

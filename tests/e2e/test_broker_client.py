@@ -24,8 +24,8 @@ from stream_app.processes import free_port
 from stream_app.client import RatingsClient, bootstrap_servers
 from stream_app.events import BadEvent
 from stream_app.security import KafkaSecurity, SecurityConfigError
+from tests.support.workers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 PYTHON = sys.executable
 
 
@@ -272,21 +272,6 @@ def test_produce_command_exit_status_2_without_broker(tmp_path, capsys):
     assert cli.main(["produce", str(tmp_path / "missing.jsonl")]) == 2
 
 
-def test_common_flags_default_to_environment(monkeypatch):
-    monkeypatch.setenv("RATINGS_BROKER", "kafka://elsewhere:1")
-    monkeypatch.setenv("RATINGS_PARTITIONS", "3")
-    monkeypatch.setenv("RATINGS_CHANGES_TOPIC", "chg")
-    monkeypatch.delenv("RATINGS_MATCH_TOPIC", raising=False)
-    args = cli.build_parser().parse_args(["subscribe"])
-    assert (args.broker, args.partitions, args.changes_topic, args.match_topic) == (
-        "kafka://elsewhere:1", 3, "chg", "match-results")
-    args = cli.build_parser().parse_args(["subscribe", "--partitions", "2", "--broker", "kafka://x:2"])
-    assert (args.broker, args.partitions) == ("kafka://x:2", 2)
-    monkeypatch.setenv("RATINGS_PARTITIONS", "zero")
-    with pytest.raises(SystemExit):
-        cli.build_parser().parse_args(["subscribe"])
-
-
 def test_subscribe_command_prints_json_lines_until_limit(broker, topics, capsys):
     asyncio.run(write_topic(broker.bootstrap, topics.changes, [change("chess", f"p{i}", i) for i in range(5)]
                             + [change("go", "p0", 9)]))  # fmt: skip
@@ -459,7 +444,7 @@ def test_kafka_security_errors_name_the_variable(env, message):
 
 
 def test_read_range_reads_exactly_the_records_asked_for_across_record_batches(broker):
-    """The worker's reader of records Faust skipped (stream_app.worker.read_range)."""
+    """The worker's reader of records Faust skipped (stream_app.stream.intake.read_range)."""
     from tests.support.names import unique_name
     from stream_app.stream.intake import read_range
 

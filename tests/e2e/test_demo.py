@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+from tests.support.workers import ROOT
 
 
 def processes_mentioning(text: str) -> list[str]:

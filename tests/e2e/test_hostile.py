@@ -26,8 +26,8 @@ from stream_app.events import MAX_DEAD_LETTER_BYTES, MAX_EVENT_BYTES, MAX_PARTIC
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 
-from tests.support.kafka import ensure_topics, publish, read_all, topic_args as topics_of
-from tests.support.leagues import CONFIG, assert_same_state, league_matches
+from tests.support.kafka import ensure_topics, keyed, publish, read_all, topic_args as topics_of
+from tests.support.leagues import CONFIG, assert_same_state, in_league_order, league_matches, match_counts
 from tests.support.names import unique_name
 from tests.support.workers import WorkerProcess, wait_for
 
@@ -148,17 +148,8 @@ def test_hostile_events_are_dead_lettered_and_the_valid_ones_around_them_applied
     valid += list(multi_player_league("karting", 12, 20, 6, rng))
     valid += list(multi_player_league("arena", 40, 6, 25, rng))
     rng.shuffle(valid)  # interleave leagues, then restore each league's own order
-    by_league: dict[str, list] = {}
-    for e in valid:
-        by_league.setdefault(e["league"], []).append(e)
-    for items in by_league.values():
-        items.sort(key=lambda e: e["match_id"])
-    cursors = Counter()
-    ordered = []
-    for e in valid:
-        ordered.append(by_league[e["league"]][cursors[e["league"]]])
-        cursors[e["league"]] += 1
-    valid_records = [(e["league"].encode(), _dumps(e)) for e in ordered]
+    ordered = in_league_order(valid)
+    valid_records = keyed(ordered)
 
     corpus = bad_corpus()
     # A producer's retry: an event published again (exactly), and a different
@@ -201,7 +192,7 @@ def test_hostile_events_are_dead_lettered_and_the_valid_ones_around_them_applied
         except BadEvent as exc:
             invalid[exc.code] += 1
     assert sum(invalid.values()) == len(corpus) and ledger.duplicates == 2
-    counts = {league: len(seen) for league, seen in ledger.seen.items()}
+    counts = match_counts(ledger)
 
     worker = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "w", config_path, name="hostile")
     try:

@@ -1,7 +1,8 @@
-"""A real Prometheus scraping a real worker, and promtool on the deploy files.
+"""A real Prometheus scraping a real worker (promtool on the deploy files runs in
+tests/deploy/test_prometheus_rules.py).
 
-Needs Debian's `prometheus` package (/usr/bin/prometheus, /usr/bin/promtool);
-.ci/run installs it, elsewhere these tests are skipped when it is missing.
+Needs Debian's `prometheus` package (/usr/bin/prometheus); .ci/run installs it,
+elsewhere these tests are skipped when it is missing.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from stream_app.processes import free_port
 from stream_app.client import RatingsClient
 from stream_app.security import KafkaSecurity, SecurityConfigError
 
-from tests.support.kafka import ensure_topics, publish
+from tests.support.kafka import ensure_topics, keyed, publish, topic_args as topics_of
 from tests.support.leagues import CONFIG, league_matches
 from tests.support.names import unique_name
 from tests.support.workers import ROOT, WorkerProcess, wait_for
@@ -99,8 +99,7 @@ def running_worker(broker, tmp_path_factory):
     debug logging, and a few applied matches."""
     tmp = tmp_path_factory.mktemp("security")
     prefix = unique_name("sec")
-    topic_args = ["--match-topic", f"{prefix}.matches", "--changes-topic", f"{prefix}.changes",
-                  "--dlq-topic", f"{prefix}.dlq", "--loglevel", "debug"]
+    topic_args = [*topics_of(prefix), "--loglevel", "debug"]
     config = tmp / "leagues.toml"
     config.write_text(CONFIG)
     saved = {k: os.environ.get(k) for k in ("RATINGS_KAFKA_USERNAME", "RATINGS_KAFKA_PASSWORD", "RATINGS_WEB_HOST")}
@@ -119,7 +118,7 @@ def running_worker(broker, tmp_path_factory):
                "participants": [{"player": "ann", "rank": 1 + i % 2}, {"player": "ben", "rank": 2 - i % 2}]} for i in range(5)]
     try:
         asyncio.run(ensure_topics(broker.url, prefix))
-        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", [(b"chess", orjson.dumps(e)) for e in events]))
+        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(events)))
         wait_for(lambda: league_matches(worker, "chess") == 5, 90, "five matches applied", workers=[worker])
         yield worker
     finally:

@@ -12,7 +12,7 @@ import pytest
 
 from stream_app.events import load_schema
 from stream_app.leagues import LeagueConfig
-from tests.support.kafka import ensure_topics, group_offsets, publish, read_all, topic_args
+from tests.support.kafka import ensure_topics, group_offsets, keyed, publish, read_all, topic_args
 from tests.support.leagues import CONFIG, assert_same_state, league_events, league_matches, match_counts, replay_state
 from tests.support.names import unique_name
 from tests.support.workers import WorkerProcess, assigned, wait_for
@@ -32,7 +32,7 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
     config = LeagueConfig.from_toml(CONFIG)
     events = league_events(seed=1)
     lines = [orjson.dumps(e) for e in events]
-    records = [(e["league"].encode(), line) for e, line in zip(events, lines)]
+    records = keyed(events)
     bad = [
         (b"chess", b"{not json"),
         (b"chess", orjson.dumps({"league": "chess", "match_id": "three", "participants": [
@@ -165,7 +165,7 @@ def test_two_workers_share_partitions_and_a_fresh_worker_restores_from_changelog
         asyncio.run(ensure_topics(broker.url, prefix))
         wait_for(lambda: assigned(a) and assigned(b) and assigned(a) | assigned(b) == set(range(8)),
                  120, "two workers to share the partitions", workers=[a, b])
-        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", [(e["league"].encode(), orjson.dumps(e)) for e in first]))
+        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(first)))
         counts = match_counts(ledger_half)
         wait_for(lambda: all(league_matches(a, l) == n for l, n in counts.items()), 180, "the first half", workers=[a, b])
         # Either worker answers for every league (requests are routed to the owner).
@@ -176,7 +176,7 @@ def test_two_workers_share_partitions_and_a_fresh_worker_restores_from_changelog
         c = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "c", config_path, name="c")
         wait_for(lambda: assigned(c) and assigned(b) | assigned(c) == set(range(8)), 180,
                  "a fresh worker to take over", workers=[b, c])
-        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", [(e["league"].encode(), orjson.dumps(e)) for e in second]))
+        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(second)))
         counts = match_counts(ledger_all)
         wait_for(lambda: all(league_matches(c, l) == n for l, n in counts.items()), 180, "the second half", workers=[b, c])
         assert_same_state(c, ledger_all)

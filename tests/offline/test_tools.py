@@ -39,11 +39,17 @@ def test_synth_skills_spread_like_the_paper_says():
     assert 0.6 < corr < 0.75
 
 
-def test_metrics_json_writes_the_figures_and_prints_a_table(tmp_path, capsys):
+def synthetic_files(tmp_path, players: int, rounds: int, seed: int):
+    """A JSON-lines file of synthetic rounds and a league config rating them with elo-pairwise."""
     data = tmp_path / "syn.jsonl"
-    data.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in synthetic_rounds(400, 20, seed=2)))
+    data.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in synthetic_rounds(players, rounds, seed=seed)))
     config = tmp_path / "c.toml"
     config.write_text(PAIRWISE)
+    return data, config
+
+
+def test_metrics_json_writes_the_figures_and_prints_a_table(tmp_path, capsys):
+    data, config = synthetic_files(tmp_path, 400, 20, seed=2)
     metrics = tmp_path / "m.json"
     state = tmp_path / "s.json"
     assert main(["replay", "-i", str(data), "-c", str(config), "--metrics-json", str(metrics), "-o", str(state)]) == 0
@@ -59,10 +65,7 @@ def test_metrics_json_writes_the_figures_and_prints_a_table(tmp_path, capsys):
 
 
 def test_plot_draws_a_png_of_the_top_players(tmp_path, capsys):
-    data = tmp_path / "syn.jsonl"
-    data.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in synthetic_rounds(50, 6, seed=3)))
-    config = tmp_path / "c.toml"
-    config.write_text(PAIRWISE)
+    data, config = synthetic_files(tmp_path, 50, 6, seed=3)
     chart = tmp_path / "chart.png"
     assert main(["plot", "-i", str(data), "-c", str(config), "--league", "synthetic", "--top", "3", "-o", str(chart)]) == 0
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 10_000
@@ -73,15 +76,3 @@ def test_plot_draws_a_png_of_the_top_players(tmp_path, capsys):
         main(["plot", "-i", str(data), "-c", str(config), "-l", "synthetic", "-p", "nobody", "-o", str(named)])
     with pytest.raises(SystemExit, match="no applied match"):
         main(["plot", "-i", str(data), "-c", str(config), "-l", "chess", "-o", str(named)])
-
-
-def test_worker_batch_max_comes_from_the_flag_or_the_environment_and_must_be_positive(monkeypatch, capsys):
-    from stream_app.cli import build_parser
-
-    assert build_parser().parse_args(["worker"]).batch_max == 2000
-    assert build_parser().parse_args(["worker", "--batch-max", "5000"]).batch_max == 5000
-    monkeypatch.setenv("RATINGS_BATCH_MAX", "300")
-    assert build_parser().parse_args(["worker"]).batch_max == 300
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["worker", "--batch-max", "0"])
-    assert "--batch-max: must be at least 1 (got 0)" in capsys.readouterr().err

@@ -15,7 +15,7 @@ import pytest
 from stream_app.leagues import LeagueConfig
 from stream_app.events import event_id, parse_match
 from stream_app.offline.replay import Ledger
-from tests.support.kafka import SteadyPublisher, ensure_topics, read_all, topic_args as topics_of
+from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, read_all, topic_args as topics_of
 from tests.support.leagues import CONFIG, assert_same_state, league_matches, match_counts, stream_events
 from tests.support.names import unique_name
 from tests.support.workers import WorkerProcess, wait_for
@@ -50,8 +50,7 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
     # Published over about 120 s: a restart takes 20 to 30 s (the killed member's
     # session must expire before the group rebalances), so the kills hit a
     # worker in the middle of the stream.
-    publisher = SteadyPublisher(broker.bootstrap, f"{prefix}.matches",
-                                [(e["league"].encode(), l) for e, l in zip(events, lines)], seconds=120.0)
+    publisher = SteadyPublisher(broker.bootstrap, f"{prefix}.matches", keyed(events), seconds=120.0)
     publisher.start()
     rng = random.Random(5 + fresh_dir)
     generation = 0

@@ -12,10 +12,8 @@ import pytest
 
 from stream_app.broker import EmbeddedBroker
 from stream_app.leagues import LeagueConfig
-from stream_app.events import parse_match
-from stream_app.offline.replay import Ledger
-from tests.support.kafka import SteadyPublisher, ensure_topics, publish, topic_args as topics_of
-from tests.support.leagues import CONFIG, assert_same_state, league_matches, match_counts, stream_events
+from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, publish, topic_args as topics_of
+from tests.support.leagues import CONFIG, assert_same_state, league_matches, match_counts, replay_state, stream_events
 from tests.support.names import unique_name
 from tests.support.workers import WorkerProcess, wait_for
 
@@ -30,11 +28,9 @@ def prepare(broker, tmp_path, seed, steady: bool = False):
     config_path.write_text(CONFIG)
     events = stream_events(seed, matches=10_000)
     lines = [orjson.dumps(e) for e in events]
-    ledger = Ledger(LeagueConfig.from_toml(CONFIG))
-    for line in lines:
-        ledger.apply(parse_match(line))
+    ledger, _ = replay_state(lines, LeagueConfig.from_toml(CONFIG))
     asyncio.run(ensure_topics(broker.url, prefix))
-    records = [(e["league"].encode(), l) for e, l in zip(events, lines)]
+    records = keyed(events)
     if steady:
         publisher = SteadyPublisher(broker.bootstrap, f"{prefix}.matches", records)
         publisher.start()

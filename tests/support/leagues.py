@@ -40,6 +40,11 @@ def league_events(seed: int, scale: int = 1) -> list[dict]:
     events += list(multi_player_league("karting", 20, 40 * scale, 6, rng))
     events += list(multi_player_league("arena", 80, 12 * scale, 50, rng))
     rng.shuffle(events)  # leagues interleave; each league keeps its own order below
+    return in_league_order(events)
+
+
+def in_league_order(events: list[dict]) -> list[dict]:
+    """The leagues interleaved as they are in `events`, each league's matches in match_id order."""
     by_league: dict[str, list] = {}
     for event in events:
         by_league.setdefault(event["league"], []).append(event)
