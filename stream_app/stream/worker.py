@@ -82,11 +82,12 @@ class Worker:
         outputs: list = []
         applied: list = []
         touched: dict[int, PartitionState] = {}
+        applying = self.phase = f"applying a batch of {len(records)}"
         for received in records:
             state = touched.get(received.partition)
             if state is None:
                 state = touched[received.partition] = await self._take_up(received.partition)
-            self.phase = f"applying a batch of {len(records)}"
+                self.phase = applying
             for record in await self._with_skipped(state, received):
                 self._handle(state, record, outputs, applied)
         self.phase = f"committing {len(touched)} partitions"
