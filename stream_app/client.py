@@ -145,9 +145,11 @@ class RatingsClient:
 
     # -- topics ------------------------------------------------------------------
     async def ensure_topics(
-        self, partitions: int | None = None, *, replication_factor: int = 1, extra: Iterable[str] = ()
+        self, partitions: int | None = None, *, replication_factor: int = 1, extra: Iterable[str] = (),
+        compacted: Iterable[str] = (),
     ) -> dict[str, int]:
-        """Create the match, rating-changes and dead-letter topics if they are missing.
+        """Create the match, rating-changes and dead-letter topics if they are missing
+        (and `extra` ones, and `compacted` ones with cleanup.policy=compact).
 
         Idempotent. Returns {topic: partition count}; a topic that already exists
         keeps its partition count (a warning is logged if it differs).
@@ -155,7 +157,8 @@ class RatingsClient:
         from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
         partitions = partitions or self.partitions
-        names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra]
+        compacted = list(compacted)
+        names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra, *compacted]
         admin = AIOKafkaAdminClient(**self._common())
         await admin.start()
         try:
@@ -163,7 +166,9 @@ class RatingsClient:
             missing = [name for name in names if name not in existing]
             if missing:
                 response = await admin.create_topics(
-                    [NewTopic(name, partitions, replication_factor) for name in missing]
+                    [NewTopic(name, partitions, replication_factor,
+                              topic_configs={"cleanup.policy": "compact"} if name in compacted else {})
+                     for name in missing]
                 )
                 for name, code, message in _topic_errors(response):
                     if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS (a concurrent creator)

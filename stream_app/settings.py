@@ -20,7 +20,7 @@ class Settings:
     web_host: str = "127.0.0.1"
     advertised_url: str | None = None  # how other workers reach this one (default http://web_host:web_port)
     config_path: str | None = None  # the league configuration (TOML); None: every league uses elo
-    app_id: str = "ratings"  # the consumer group and the prefix of the tables' changelog topics
+    app_id: str = "ratings"  # the consumer group and the prefix of the state's changelog topic
     batch_max: int = 2000  # input records taken at once
     batch_max_bytes: int = 2 * 1024 * 1024  # input applied between two checkpoints
     batch_wait: float = 0.1  # longest wait for input when there is none (s)
@@ -33,6 +33,11 @@ class Settings:
     def forward_topic(self) -> str:
         """Where records found on the wrong partition for their league go, re-keyed."""
         return f"{self.match_topic}-by-league"
+
+    @property
+    def changelog_topic(self) -> str:
+        """The partitions' state, partitioned like the input (stream/changelog.py)."""
+        return f"{self.app_id}-state-changelog"
 
     @property
     def input_topics(self) -> tuple[str, str]:

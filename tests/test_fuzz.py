@@ -30,7 +30,8 @@ from stream_app.events import MAX_DEAD_LETTER_BYTES, BadEvent, load_schema, pars
 from stream_app.offline.replay import Ledger
 from stream_app.rating import apply_match
 from stream_app.stream.records import RecordHandler
-from stream_app.stream.state import Checkpoint, PartitionState
+from stream_app.stream.changelog import Checkpoint, row_values
+from stream_app.stream.state import PartitionState
 
 CONFIG = LeagueConfig.from_toml("""
 [default]
@@ -192,20 +193,19 @@ class Harness:
     """A RecordHandler over a PartitionState backed by an in-memory dict store, committing after every record."""
 
     def __init__(self):
-        self.store: dict[tuple[str, bytes], bytes] = {}
-        self.state = PartitionState(0, Checkpoint(), lambda table, key: self.store.get((table, key)))
+        self.store: dict[bytes, bytes | None] = {}
+        self.state = PartitionState(0, Checkpoint(), self.store.get)
         self.offset = 0
 
     def process(self, value: bytes | None, key: bytes | None = b"k"):
         result = HANDLER.handle(self.state, TOPIC, 0, self.offset, key, value)  # must not raise
         self.offset += 1
         check_result(result)
-        writes, checkpoint = self.state.checkpoint_writes()
-        for table, k, v in writes:
-            self.store[(table, k)] = v
+        rows, _, checkpoint = self.state.checkpoint_writes()
+        self.store.update(row_values(rows))
         self.state.checkpointed(checkpoint)
-        for (table, _), raw in self.store.items():
-            assert_finite(orjson.loads(raw), table)
+        for key, raw in self.store.items():
+            assert_finite(orjson.loads(raw), repr(key))
         return result
 
 

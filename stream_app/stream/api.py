@@ -2,8 +2,8 @@
 views, each answering for its own leagues and forwarding the rest to the
 worker that owns them.
 
-Reads see committed state only (stream/state.py): as of each partition's last
-checkpoint, never a batch in progress.
+Reads see committed state only: the local store holds each partition's last
+checkpoint (stream/store.py), never a batch in progress.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from faust.web import Request, Response, View
 
 from ..events import ID_RULE, is_id
 from ..leagues import LeagueConfig
-from .commit import Store
+from .changelog import Checkpoint
 from .records import league_partition
-from .state import LEAGUES, PLAYERS, Checkpoint, iter_committed, league_prefix, player_key, resolve
+from .state import LEAGUES, PLAYERS, league_prefix, player_key, store_key
+from .store import LocalStore
 
 MAX_LEADERBOARD_LIMIT = 100_000
 STANDINGS_CACHED = 64  # leagues whose sorted standings are kept (see `standings`)
@@ -29,15 +30,16 @@ ROUTED_HEADER = "X-Ratings-Routed"  # a request forwarded by another worker: ans
 class Reads:
     """Committed league and player records of the partitions this worker owns."""
 
-    def __init__(self, store: Store, partitions: int, checkpoint: Callable[[int], Checkpoint]):
+    def __init__(self, store: LocalStore, partitions: int, checkpoint: Callable[[int], Checkpoint]):
         self.store = store
         self.partitions = partitions
         self.checkpoint = checkpoint  # partition -> its last checkpoint
-        self._standings: dict[str, tuple[int, list[tuple[str, float, int]]]] = {}  # league -> (batch, rows)
+        # league -> ((epoch, batch), rows)
+        self._standings: dict[str, tuple[tuple[int, int], list[tuple[str, float, int]]]] = {}
 
     def _committed(self, table: str, league: str, key: bytes) -> dict[str, Any] | None:
-        partition = league_partition(league, self.partitions)
-        return resolve(self.store.get(table, partition, key), self.checkpoint(partition))
+        raw = self.store.get(league_partition(league, self.partitions), store_key(table, key))
+        return None if raw is None else orjson.loads(raw)
 
     def league(self, league: str) -> dict[str, Any] | None:
         return self._committed(LEAGUES, league, league.encode())
@@ -46,22 +48,21 @@ class Reads:
         return self._committed(PLAYERS, league, player_key(league, player))
 
     def league_players(self, league: str) -> list[tuple[str, dict[str, Any]]]:
-        partition = league_partition(league, self.partitions)
-        prefix = league_prefix(league)
-        records = self.store.scan(PLAYERS, partition, prefix)
-        return [(key[len(prefix):].decode(), value) for key, value in iter_committed(records, self.checkpoint(partition))]
+        prefix = store_key(PLAYERS, league_prefix(league))
+        records = self.store.scan(league_partition(league, self.partitions), prefix)
+        return [(key[len(prefix):].decode(), orjson.loads(value)) for key, value in records]
 
     def leagues(self, partition: int) -> list[tuple[str, dict[str, Any]]]:
         """Every league record of a partition."""
-        # Only league keys: the database also holds the fence and Faust's persisted offset.
-        records = ((key, value) for key, value in self.store.scan(LEAGUES, partition) if is_id(key.decode("latin-1")))
-        return [(key.decode(), value) for key, value in iter_committed(records, self.checkpoint(partition))]
+        prefix = store_key(LEAGUES, b"")
+        return [(key[len(prefix):].decode(), orjson.loads(value)) for key, value in self.store.scan(partition, prefix)]
 
     def standings(self, league: str) -> list[tuple[str, float, int]]:
         """(player, rating, matches) by rating, highest first. Kept until the league's
         partition commits its next batch: reading and decoding every player of a big
         league takes seconds (docs/performance.md)."""
-        version = self.checkpoint(league_partition(league, self.partitions)).batch
+        checkpoint = self.checkpoint(league_partition(league, self.partitions))
+        version = (checkpoint.epoch, checkpoint.batch)
         cached = self._standings.get(league)
         if cached is not None and cached[0] == version:
             return cached[1]

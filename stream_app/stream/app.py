@@ -1,11 +1,12 @@
-"""The Faust app of a worker: its tables, the rebalance hooks that pause and
-resume the batch loop, the clean-stop marker, the timers, and `run_worker`.
+"""The Faust app of a worker: the consumer group, the rebalance hooks that
+pause the batch loop and take the new partitions up, the timers, and
+`run_worker`.
 
 Input: `match-results` (key = league) and `<match-results>-by-league` (records
 found on the wrong partition, re-keyed). Faust's consumer group decides which
-worker owns which partitions and restores their tables; the records of the
-owned partitions are read by the worker's own consumer (stream/intake.py) and
-applied by the batch loop (stream/worker.py).
+worker owns which partitions; the worker keeps their state itself (stream/store.py,
+stream/changelog.py), reads their records with its own consumer (stream/intake.py)
+and applies them in the batch loop (stream/worker.py).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import shutil
+import os
 import signal
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -29,20 +30,12 @@ from ..settings import Settings
 from . import kafka_io, observe
 from .api import Api, Reads
 from .intake import Intake
-from .state import CHECKPOINTS, LEAGUES, STATE_TABLES
+from .restore import KafkaChangelog
+from .store import LocalStore
 from .worker import Worker
 
 log = logging.getLogger(__name__)
 
-CLEAN_MARKER = "CLEAN_SHUTDOWN"
-ROCKSDB_OPTIONS = {
-    # Faust/rocksdict defaults are a 2 GiB block cache and 3 x 64 MiB memtables
-    # per partition and table; 4 tables x 8 partitions would reserve far more than
-    # a worker needs. These keep the worst case near 32 x 24 MiB.
-    "block_cache_size": 8 * 1024 * 1024,
-    "write_buffer_size": 8 * 1024 * 1024,
-    "max_write_buffer_number": 2,
-}
 _FAUST_SENSORS = False
 
 
@@ -73,39 +66,23 @@ class WorkerApp:
         self.data_dir = Path(settings.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.app = self._build_app()
-        self.wiped = self._prepare_local_state(Path(self.app.conf.tabledir))
-        self.store = kafka_io.FaustStore(self.tables)
+        self.store = LocalStore(self.data_dir / "state")
         intake = Intake(self.kafka_options(), settings.batch_max, wait_ms=int(settings.batch_wait * 1000))
-        self.worker = Worker(settings, self.config, self.store, kafka_io.ProducerSender(self.app), intake)
+        self.worker = Worker(settings, self.config, self.store, kafka_io.ProducerSender(self.app),
+                             KafkaChangelog(self.kafka_options()), intake)
         self.reads = Reads(self.store, settings.partitions, self.worker.checkpoint)
         self.api = Api(self.reads, self.config, self.owns, self.owner_url, self.ready, self.health)
         self.api.routes(self.app)
-        self._assignment: int | None = None  # the intake's generation when partitions were last assigned
+        self._resuming: asyncio.Future | None = None  # taking the assigned partitions up
         self._group_commit: asyncio.Future | None = None
-
-    # -- local state and crash safety ------------------------------------------------
-    def _prepare_local_state(self, tables: Path) -> bool:
-        """After an unclean stop, local RocksDB may hold writes the changelog never
-        got (Faust writes RocksDB at once and the changelog later), so it is not a
-        prefix of the changelog: wipe it and restore from the changelogs. Returns
-        whether it wiped."""
-        marker = self.data_dir / CLEAN_MARKER
-        wiped = tables.exists() and not marker.exists()
-        if wiped:
-            log.warning("previous stop was not clean: wiping %s, state comes back from the changelogs", tables)
-            shutil.rmtree(tables)
-        marker.unlink(missing_ok=True)
-        return wiped
-
-    def mark_clean(self) -> None:
-        (self.data_dir / CLEAN_MARKER).write_text(f"{time.time()}\n")
+        self.exit_after: float | None = None  # a process of its own: exit if stopping takes longer (s)
 
     # -- the Faust app ------------------------------------------------------------------
     def _build_app(self) -> faust.App:
         s = self.settings
         options: dict[str, Any] = dict(
             broker=s.broker,
-            store="rocksdb://",
+            store="memory://",  # Faust keeps no table: the worker's state is stream/store.py's
             datadir=str(self.data_dir),
             topic_partitions=s.partitions,
             topic_replication_factor=1,
@@ -127,7 +104,9 @@ class WorkerApp:
             # partition, split a batch's outputs into hundreds of produce requests in a row.
             producer_max_batch_size=512 * 1024,
             stream_wait_empty=True,
-            table_standby_replicas=0,
+            # Faust's assignor (not round robin) keeps both input topics' partition P on one
+            # worker, and places each partition's standby on another (stream/standby.py).
+            table_standby_replicas=1,
             autodiscover=False,
         )
         if s.advertised_url:
@@ -138,14 +117,11 @@ class WorkerApp:
         app.after_start = lambda: kafka_io.keep_input_from_faust(app.consumer, s.input_topics)
         app.before_stop = self._stop_input
         topic = dict(partitions=s.partitions, key_serializer="raw", value_serializer="raw", internal=False)
-        table = dict(partitions=s.partitions, key_type=bytes, value_type=bytes, default=None, options=ROCKSDB_OPTIONS)
-        self.tables = {name: app.Table(name, **table) for name in (*STATE_TABLES, CHECKPOINTS)}
         # The agent subscribes the group to the input topics: that is how Faust assigns
-        # partitions and their tables. Its records are read by the intake instead.
+        # partitions. Its records are read by the intake instead.
         app.agent(app.topic(*s.input_topics, acks=False, **topic), name="apply")(self._agent)
         app.on_partitions_revoked.connect(self._on_revoked)
         app.on_partitions_assigned.connect(self._on_assigned)
-        app.on_rebalance_complete.connect(self._on_recovered)
         app.timer(2.0)(self._refresh_gauges)
         app.timer(5.0)(self._commit_group_offsets)
         app.task(self._install_task_dump)
@@ -171,9 +147,19 @@ class WorkerApp:
         return options
 
     # -- rebalances ---------------------------------------------------------------------
+    async def _stop_resuming(self) -> None:
+        task, self._resuming = self._resuming, None
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
     async def _on_revoked(self, app: Any, revoked: set[TP], **_: Any) -> None:
         # Faust waits for this before the group moves on, so the next owner of a
         # partition cannot start before this worker's batch in progress is done.
+        await self._stop_resuming()
         await self.worker.pause()
         observe.set_state("recovering")
         # Gauges of partitions and leagues this worker may no longer own: the
@@ -182,47 +168,56 @@ class WorkerApp:
         observe.PLAYERS.clear()
 
     async def _on_assigned(self, app: Any, assigned: set[TP], **_: Any) -> None:
+        await self._stop_resuming()
         await self.worker.pause()
-        # Input resumes only if no pause (a newer rebalance) comes first: Faust can
-        # finish restoring after the next revocation.
-        self._assignment = self.worker.intake.generation
         observe.ASSIGNED_PARTITIONS.set(sum(tp.topic == self.settings.match_topic for tp in assigned))
-
-    async def _on_recovered(self, app: Any, **_: Any) -> None:
-        # Sent once the tables are restored: the checkpoints say where input resumes.
+        # Every input partition owned now (the assignor has the whole assignment).
+        # Taking them up reads their changelogs, which can take seconds: not inside
+        # Faust's callback. Input resumes only if no pause (a newer rebalance) comes first.
         owned = [(tp.topic, tp.partition) for tp in self.app.assignor.assigned_actives()
                  if tp.topic in self.settings.input_topics]
-        if await self.worker.resume(owned, self._assignment):
-            log.info("taking input from %d partitions after their checkpoints", len(owned))
+        self._resuming = asyncio.ensure_future(self._resume(owned, self.worker.intake.generation))
+
+    async def _resume(self, owned: list[tuple[str, int]], generation: int | None) -> None:
+        try:
+            if await self.worker.resume(owned, generation):
+                log.info("taking input from %d partitions after their checkpoints", len(owned))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the broker went away while reading: the next rebalance or a restart tries again
+            log.exception("taking partitions up failed")
 
     async def _stop_input(self) -> None:
         observe.set_state("stopping")
+        if self.exit_after is not None:
+            _exit_if_stop_hangs(self.exit_after)
+        await self._stop_resuming()
         await self.worker.stop()
         await self.api.close()
+        self.store.close()
 
     # -- what this worker owns ----------------------------------------------------------
     def _owned(self) -> list[int]:
-        topic = self.store.changelog_topic(LEAGUES)
+        topic = self.settings.match_topic
         return sorted(tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == topic)
 
     def owns(self, partition: int) -> bool:
         return partition in self._owned()
 
     def owner_url(self, partition: int) -> str | None:
-        topic = self.store.changelog_topic(LEAGUES)
-        for url, tps in self.app.assignor.changelog_distribution.items():
+        topic = self.settings.match_topic
+        for url, tps in self.app.assignor.external_topic_distribution.items():
             if partition in tps.get(topic, ()):
                 return url
         return None
 
     def ready(self) -> bool:
-        """Serving is safe: no rebalance under way and table recovery complete."""
-        recovery = self.app.tables.recovery
-        return not self.app.rebalancing and not recovery.in_recovery and recovery.completed.is_set()
+        """Serving is safe: no rebalance under way and every owned partition taken up."""
+        return not self.app.rebalancing and self.worker.resumed
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "ready": self.ready(), **self.worker.tally.counts(), "assigned_partitions": self._owned(),
-                "wiped_local_state": self.wiped, "phase": self.worker.phase}
+                "restored_records": self.worker.committer.restored, "phase": self.worker.phase}
 
     # -- timers -------------------------------------------------------------------------
     async def _refresh_gauges(self) -> None:
@@ -283,10 +278,11 @@ async def ensure_topics(settings: Settings) -> None:
     client = RatingsClient.from_settings(settings)
     await client.start(ensure_topics=False)
     try:
-        counts = await client.ensure_topics(settings.partitions, extra=[settings.forward_topic])
+        counts = await client.ensure_topics(settings.partitions, extra=[settings.forward_topic],
+                                            compacted=[settings.changelog_topic])
     finally:
         await client.stop()
-    for topic in settings.input_topics:
+    for topic in (*settings.input_topics, settings.changelog_topic):
         if counts.get(topic) != settings.partitions:
             raise SystemExit(f"ratings worker: topic {topic!r} has {counts.get(topic)} partitions but --partitions is "
                              f"{settings.partitions}; they must agree")
@@ -300,13 +296,24 @@ def run_worker(settings: Settings, loglevel: str = "info") -> int:
     gc.set_threshold(50_000, 50, 100)
     asyncio.run(ensure_topics(settings))
     worker = WorkerApp(settings)
+    worker.exit_after = settings.stop_timeout + 5.0
     faust_worker = faust.Worker(worker.app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
     try:
         faust_worker.execute_from_commandline()
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 0
-    else:
-        code = 0
-    if code == 0:  # an orderly stop: tables flushed, producer drained (a crash exits non-zero)
-        worker.mark_clean()
-    return code
+        return exc.code if isinstance(exc.code, int) else 0
+    return 0
+
+
+def _exit_if_stop_hangs(seconds: float) -> None:
+    """Exit the process if stopping takes longer than `seconds`: with the broker
+    gone, Faust's consumer waits for it without end. Nothing is lost by exiting:
+    the local state is at its last checkpoint at every moment (stream/store.py)."""
+    def exit_now() -> None:
+        log.error("stopping did not finish in %.0f s (is the broker unreachable?): exiting now", seconds)
+        logging.shutdown()
+        os._exit(1)
+
+    timer = threading.Timer(seconds, exit_now)
+    timer.daemon = True
+    timer.start()

@@ -1,83 +1,121 @@
-"""The exactly-once commit sequence: how a batch's state, outputs and
-checkpoint reach the broker and the local store, in the order the rules of
-stream/state.py need (docs/design.md has the proof).
+"""The exactly-once commit sequence: how a partition is taken up, and how a
+batch's state and outputs reach the broker and then the local store, in the
+order the rules of stream/changelog.py need (docs/design.md has the argument).
 
-For each partition the batch touched, concurrently:
-1. its state records (versioned: stream/state.py) go to the tables' changelogs
-   and the local store; the batch's outputs go to their topics at the same time;
-2. once the broker has acknowledged both, a fence record goes to each written
-   table's changelog, alone (the embedded broker reports a partition's end as
-   the base offset of its last record batch + 1, so Faust's recovery would miss
-   the tail of a multi-record batch; a batch of one makes the end true);
-3. then the checkpoint record, alone: from its acknowledgement on, the batch's
-   records are committed and its input offsets are applied.
-A failure anywhere leaves the batch uncommitted: its records read as their
-previous values, and input resumes from the last checkpoint.
+Taking a partition up (a worker start, a rebalance, after a failed batch):
+1. send a fence of the next epoch to the partition's changelog;
+2. read the changelog from the local checkpoint's record up to the fence,
+   storing what the rule commits (in write batches, each with its checkpoint);
+3. if the rule accepted the fence, this worker owns the partition with the
+   state read; if another fence came first with an epoch as high, try again
+   above it.
 
-Taking a partition up writes a checkpoint record first, which burns a batch
-number (a previous owner may have crashed half-way through writing it).
+Committing a batch, for each partition it touched, concurrently:
+1. the batch's rows go to the changelog; its outputs go to their topics at
+   the same time;
+2. once both are acknowledged, the checkpoint record goes alone;
+3. once it is acknowledged, the rows and the checkpoint go into the local store
+   in one write: from then on the batch is committed and its input applied.
+A failure anywhere leaves the batch uncommitted: the local store still holds
+the previous checkpoint, and the partition is taken up anew.
 
-No Faust here: `Sender` and `Store` are what the sequence needs of the
-broker and of the local tables (stream/kafka_io.py has Faust's; the tests
-have in-memory ones).
+Every acknowledgement says where the records landed. The owner is the only
+writer of its changelog partitions, so records between its own are a replaced
+worker's late writes: if they include a fence of a higher epoch, this worker
+has been replaced itself (`Fenced`); otherwise their keys are written again
+in the batch, so that even a compacted changelog keeps the owner's values.
+
+No Faust here: `Sender` and `Changelog` are what the sequence needs of the
+broker (stream/kafka_io.py and stream/restore.py have Kafka's; the tests have
+an in-memory broker).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Iterable, Iterator, Protocol
+import time
+from typing import AsyncIterator, Awaitable, Iterable, Protocol
 
 from . import observe
+from .changelog import ChangelogReader, epoch_of, fence_record, is_mark, row_values
 from .records import Output, key_partition
-from .state import CHECKPOINT_KEY, CHECKPOINTS, PartitionState
+from .state import PartitionState
+from .store import LocalStore
 
-# Written alone after each checkpoint's records (step 2 above).
-FENCE_KEY = b"\x00fence"
+FLUSH_ROWS = 20_000  # a restore stores its rows in write batches of about this many
+
+
+class Fenced(Exception):
+    """Another worker took the partition over with a higher epoch."""
 
 
 class Sender(Protocol):
     async def partitions(self, topic: str) -> int:
         """The topic's partition count."""
 
-    async def send(self, topic: str, partition: int, records: Iterable[tuple[bytes, bytes]]) -> list[Awaitable[int]]:
+    async def send(self, topic: str, partition: int,
+                   records: Iterable[tuple[bytes, bytes]]) -> list[Awaitable[tuple[int, int]]]:
         """Queue records for one topic partition, in order; each awaitable gives the
-        offset of the last record of one record batch once it is acknowledged."""
+        offsets of the first and last record of one record batch once acknowledged."""
 
 
-class Store(Protocol):
-    def get(self, table: str, partition: int, key: bytes) -> bytes | None: ...
-
-    def scan(self, table: str, partition: int, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]: ...
-
-    def write(self, table: str, partition: int, records: list[tuple[bytes, bytes]]) -> None:
-        """Store the records of one table partition in one atomic write."""
-
-    def changelog_topic(self, table: str) -> str: ...
-
-    def persist_offsets(self, partition: int, offsets: dict[str, int]) -> None:
-        """Record how far each table's changelog is in the local store."""
+class Changelog(Protocol):
+    def read(self, topic: str, partition: int, start: int, end: int) -> AsyncIterator[list[tuple[int, bytes, bytes]]]:
+        """The records at offsets start..end-1 of a topic partition, in order, in
+        chunks of (offset, key, value)."""
 
 
 class Committer:
-    def __init__(self, store: Store, sender: Sender, output_topics: dict[str, str]):
+    def __init__(self, store: LocalStore, sender: Sender, changelog: Changelog, changelog_topic: str,
+                 output_topics: dict[str, str]):
         self.store = store
         self.sender = sender
+        self.changelog = changelog
+        self.topic = changelog_topic
         self.output_topics = output_topics  # Output.kind -> topic
+        self.restored = 0  # changelog records read by take-ups
+
+    # -- taking a partition up ---------------------------------------------------------
+    async def take_up(self, partition: int) -> PartitionState:
+        """A partition newly owned: its committed state, under a new epoch."""
+        started = time.perf_counter()
+        reader = ChangelogReader(self.store.checkpoint(partition))
+        first = reader.position
+        epoch = reader.checkpoint.epoch + 1
+        while True:
+            [ack] = await self.sender.send(self.topic, partition, [fence_record(epoch)])
+            _, fence_at = await ack
+            await self.catch_up(partition, reader, fence_at + 1)
+            if reader.checkpoint.changelog == fence_at:  # the rule accepted our fence
+                break
+            epoch = reader.checkpoint.epoch + 1
+        self.restored += reader.position - first
+        observe.RESTORED.inc(reader.position - first)
+        observe.TAKE_UP_SECONDS.observe(time.perf_counter() - started)
+        state = PartitionState(partition, reader.checkpoint, self.reader(partition))
+        state.changelog_next = fence_at + 1
+        return state
+
+    async def catch_up(self, partition: int, reader: ChangelogReader, end: int) -> None:
+        """Feed the reader the changelog up to `end` (exclusive), storing what it commits."""
+        async for records in self.changelog.read(self.topic, partition, reader.position, end):
+            for offset, key, value in records:
+                reader.feed(offset, key, value)
+            if len(reader.rows) >= FLUSH_ROWS:
+                self.store.write(partition, *reader.take())
+        self.store.write(partition, *reader.take())
+        observe.FENCED_RECORDS.inc(reader.fenced)
+        reader.fenced = 0
 
     def reader(self, partition: int):
         store = self.store
 
-        def read(table: str, key: bytes) -> bytes | None:
-            return store.get(table, partition, key)
+        def read(key: bytes) -> bytes | None:
+            return store.get(partition, key)
 
         return read
 
-    async def take_up(self, partition: int) -> PartitionState:
-        """A partition newly owned: its state as of the last checkpoint, with the next batch number burned."""
-        state, record = PartitionState.take_up(partition, self.reader(partition))
-        self.store.persist_offsets(partition, await self._write(partition, [(CHECKPOINTS, CHECKPOINT_KEY, record)]))
-        return state
-
+    # -- committing a batch ------------------------------------------------------------
     async def commit(self, states: list[PartitionState], outputs: list[Output]) -> None:
         """Commit a batch: the partitions' states and the batch's outputs, as above."""
         outputs_acked = asyncio.ensure_future(asyncio.gather(*await self._send_outputs(outputs)))
@@ -91,35 +129,46 @@ class Committer:
                 raise result
 
     async def _checkpoint(self, state: PartitionState, outputs_acked: Awaitable) -> None:
-        partition = state.partition
-        writes, checkpoint = state.checkpoint_writes()
-        await self._write(partition, writes)
+        rows, mark, after = state.checkpoint_writes()
+        foreign = await self._send(state, rows)
+        while foreign:  # write again what a replaced worker wrote over, before the checkpoint
+            again = state.rows_for(foreign)
+            rows += again
+            foreign = await self._send(state, again)
         await outputs_acked
-        tables = sorted({table for table, _, _ in writes})
-        alone = await self._write(partition, [(table, FENCE_KEY, checkpoint) for table in tables])
-        alone.update(await self._write(partition, [(CHECKPOINTS, CHECKPOINT_KEY, checkpoint)]))
-        # Only offsets of records sent alone, which the embedded broker counts in a partition's end.
-        self.store.persist_offsets(partition, alone)
-        state.checkpointed(checkpoint)
+        state.repair |= await self._send(state, [mark])  # too late for this batch: in the next
+        after.changelog = state.changelog_next - 1
+        self.store.write(state.partition, row_values(rows), after)
+        state.checkpointed(after)
         observe.CHECKPOINTS.inc()
 
-    async def _write(self, partition: int, writes: list[tuple[str, bytes, bytes]]) -> dict[str, int]:
-        """Store each record locally and send it to its table's changelog; wait for the
-        acks. Returns the offset of each table's last record."""
-        per_table: dict[str, list[tuple[bytes, bytes]]] = {}
-        for table, key, value in writes:
-            per_table.setdefault(table, []).append((key, value))
-        sent = []
-        for table, records in per_table.items():
-            self.store.write(table, partition, records)
-            sent.append((table, await self.sender.send(self.store.changelog_topic(table), partition, records)))
-        last: dict[str, int] = {}
-        for table, acks in sent:
-            for ack in acks:
-                last[table] = await ack
-        return last
+    async def _send(self, state: PartitionState, records: list[tuple[bytes, bytes]]) -> set[bytes]:
+        """Send records to the partition's changelog and wait for the acks. Returns
+        the keys of rows other writers put between them (raises Fenced if a fence
+        of a higher epoch is among those records)."""
+        if not records:
+            return set()
+        acks = await self.sender.send(self.topic, state.partition, records)
+        foreign: set[bytes] = set()
+        for ack in acks:
+            first, last = await ack
+            if first != state.changelog_next:
+                foreign |= await self._foreign(state, state.changelog_next, first)
+            state.changelog_next = last + 1
+        return foreign
 
-    async def _send_outputs(self, outputs: list[Output]) -> list[Awaitable[int]]:
+    async def _foreign(self, state: PartitionState, start: int, end: int) -> set[bytes]:
+        keys: set[bytes] = set()
+        async for records in self.changelog.read(self.topic, state.partition, start, end):
+            for _, key, value in records:
+                observe.FENCED_RECORDS.inc()
+                if not is_mark(value):
+                    keys.add(key)
+                elif epoch_of(value) > state.epoch:
+                    raise Fenced(f"partition {state.partition}: taken over at epoch {epoch_of(value)}")
+        return keys
+
+    async def _send_outputs(self, outputs: list[Output]) -> list[Awaitable[tuple[int, int]]]:
         """The outputs in order, grouped per topic partition (partitioned by key)."""
         counts = {topic: await self.sender.partitions(topic) for topic in {self.output_topics[o.kind] for o in outputs}}
         groups: dict[tuple[str, int], list[tuple[bytes, bytes]]] = {}
@@ -130,7 +179,7 @@ class Committer:
             if partition is None:
                 partition = partitions[(topic, out.key)] = key_partition(out.key, counts[topic])
             groups.setdefault((topic, partition), []).append((out.key, out.value))
-        acks: list[Awaitable[int]] = []
+        acks: list[Awaitable[tuple[int, int]]] = []
         for (topic, partition), records in groups.items():
             acks += await self.sender.send(topic, partition, records)
         return acks

@@ -164,25 +164,44 @@ class Intake:
                 self.consumer.seek(tp, offset)
 
 
-async def read_range(options: dict[str, Any], topic: str, partition: int, start: int, end: int,
-                     timeout: float = 60.0) -> list[InputRecord]:
-    """Records [start, end) of one partition, read by a consumer outside any group."""
-    consumer = AIOKafkaConsumer(enable_auto_commit=False, **options)
+# Reading a range that is known to exist: large fetches, no waiting for more.
+RANGE_FETCH = dict(max_partition_fetch_bytes=32 * 1024 * 1024, fetch_max_bytes=64 * 1024 * 1024, fetch_max_wait_ms=50)
+
+
+async def read_partition(options: dict[str, Any], topic: str, partition: int, start: int, end: int,
+                         timeout: float = 60.0) -> AsyncIterator[list[Any]]:
+    """Records [start, end) of one partition, in order, in chunks of aiokafka's
+    records, read by a consumer outside any group. Raises TimeoutError if no
+    record arrives for `timeout` seconds before the range is complete."""
+    if start >= end:
+        return
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, **RANGE_FETCH, **options)
     await consumer.start()
     try:
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
         consumer.seek(tp, start)
-        records: list[InputRecord] = []
         deadline = time.monotonic() + timeout
-        while await consumer.position(tp) < end:
+        position = start
+        while position < end:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic}[{partition}] offsets {start} to {end - 1}: not all arrived in {timeout:.0f} s")
-            batch = await consumer.getmany(tp, timeout_ms=500)
-            records += [
-                InputRecord(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp)
-                for r in batch.get(tp, ()) if r.offset < end
-            ]
-        return records
+                raise TimeoutError(f"reading {topic}[{partition}] offsets {start} to {end - 1}: "
+                                   f"nothing past {position - 1} arrived in {timeout:.0f} s")
+            chunk = (await consumer.getmany(tp, timeout_ms=500)).get(tp)
+            # The position, not the last record: a compacted topic has offsets without records.
+            position = await consumer.position(tp)
+            if not chunk:
+                continue
+            deadline = time.monotonic() + timeout
+            if chunk[-1].offset >= end:
+                chunk = [r for r in chunk if r.offset < end]
+            yield chunk
     finally:
         await consumer.stop()
+
+
+async def read_range(options: dict[str, Any], topic: str, partition: int, start: int, end: int,
+                     timeout: float = 60.0) -> list[InputRecord]:
+    """Records [start, end) of one partition (see `read_partition`)."""
+    return [InputRecord(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp)
+            async for chunk in read_partition(options, topic, partition, start, end, timeout) for r in chunk]

@@ -6,9 +6,6 @@ against the new sources, then run `make test` (tests/stream/test_kafka_io.py
 checks each of them against the installed versions).
 
 What the worker needs that neither library offers publicly:
-- the RocksDB database of one table partition (`FaustStore`): a batch spans
-  partitions, and Faust's table accessors pick the partition of "the current
-  event", which the worker's batches do not have;
 - the aiokafka producer inside Faust's (`ProducerSender`): record batches
   sent directly, one await per batch instead of Faust's per-record path;
 - Faust's consumer never fetching input (`keep_input_from_faust`): input is
@@ -21,55 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Iterable, Iterator
+from typing import Any, Awaitable, Iterable
 
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
-from faust.types import TP
 
 log = logging.getLogger(__name__)
-
-
-class FaustStore:
-    """The worker's tables as RocksDB databases, one per table partition (stream/commit.py's Store)."""
-
-    def __init__(self, tables: dict[str, Any]):
-        self.tables = tables  # name -> faust Table with the rocksdb:// store
-
-    def db(self, table: str, partition: int) -> Any:
-        # faust/stores/rocksdb.py Store._db_for_partition: opens the partition's database once.
-        return self.tables[table].data._db_for_partition(partition)
-
-    def get(self, table: str, partition: int, key: bytes) -> bytes | None:
-        return self.db(table, partition).get(key)
-
-    def scan(self, table: str, partition: int, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        for key, value in self.db(table, partition).items(from_key=prefix):
-            if not key.startswith(prefix):
-                break
-            yield key, value
-
-    def write(self, table: str, partition: int, records: list[tuple[bytes, bytes]]) -> None:
-        from rocksdict import WriteBatch
-
-        batch = WriteBatch(raw_mode=True)
-        for key, value in records:
-            batch.put(key, value)
-        self.db(table, partition).write(batch)
-
-    def changelog_topic(self, table: str) -> str:
-        return self.tables[table].changelog_topic.get_topic_name()
-
-    def persist_offsets(self, partition: int, offsets: dict[str, int]) -> None:
-        """How far each table's changelog is in the local store: a clean restart
-        reads the changelog from there (Faust's public Store API)."""
-        for table, offset in offsets.items():
-            self.tables[table].data.set_persisted_offset(TP(self.changelog_topic(table), partition), offset)
-
-    def close(self) -> None:
-        for table in self.tables.values():
-            # faust/stores/rocksdb.py Store._dbs: Store.stop() does not close them.
-            for db in list(table.data._dbs.values()):
-                db.close()
 
 
 class ProducerSender:
@@ -85,26 +38,27 @@ class ProducerSender:
     async def partitions(self, topic: str) -> int:
         return len(await self._producer().partitions_for(topic))
 
-    async def send(self, topic: str, partition: int, records: Iterable[tuple[bytes, bytes]]) -> list[Awaitable[int]]:
+    async def send(self, topic: str, partition: int,
+                   records: Iterable[tuple[bytes, bytes]]) -> list[Awaitable[tuple[int, int]]]:
         """Records of one topic partition as record batches, in order; each awaitable gives
-        the offset of its batch's last record once the broker has acknowledged it."""
+        the offsets of its batch's first and last record once the broker has acknowledged it."""
         producer = self._producer()
-        acks: list[Awaitable[int]] = []
+        acks: list[Awaitable[tuple[int, int]]] = []
         builder, count = producer.create_batch(), 0
         for key, value in records:
             if builder.append(key=key, value=value, timestamp=None) is None:
-                acks.append(_last_offset(await producer.send_batch(builder, topic, partition=partition), count))
+                acks.append(_offsets(await producer.send_batch(builder, topic, partition=partition), count))
                 builder, count = producer.create_batch(), 0
                 builder.append(key=key, value=value, timestamp=None)  # the first record always fits
             count += 1
         if count:
-            acks.append(_last_offset(await producer.send_batch(builder, topic, partition=partition), count))
+            acks.append(_offsets(await producer.send_batch(builder, topic, partition=partition), count))
         return acks
 
 
-async def _last_offset(future: asyncio.Future, count: int) -> int:
+async def _offsets(future: asyncio.Future, count: int) -> tuple[int, int]:
     metadata = await future
-    return metadata.offset + count - 1  # metadata.offset: the batch's base offset
+    return metadata.offset, metadata.offset + count - 1  # metadata.offset: the batch's base offset
 
 
 def keep_input_from_faust(consumer: Any, input_topics: tuple[str, ...]) -> None:

@@ -57,7 +57,16 @@ BATCH_SECONDS = Histogram(
     "ratings_batch_seconds", "Time to apply a batch and write its checkpoint",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")),
 )
-CHECKPOINTS = Counter("ratings_checkpoints_total", "Checkpoints written (batches committed to the tables)")
+CHECKPOINTS = Counter("ratings_checkpoints_total", "Checkpoints written (batches committed to the local state)")
+RESTORED = Counter("ratings_changelog_records_restored_total", "Changelog records read while taking partitions up")
+TAKE_UP_SECONDS = Histogram(
+    "ratings_take_up_seconds", "Time to take a partition up: fence, read the changelog past the local checkpoint",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, float("inf")),
+)
+FENCED_RECORDS = Counter(
+    "ratings_fenced_changelog_records_total",
+    "Changelog records of replaced workers (late writes after another worker took their partition over)",
+)
 WORKER_STATE = Gauge(
     "ratings_worker_state", "1 for the worker's current state", ["state"]
 )

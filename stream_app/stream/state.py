@@ -1,45 +1,41 @@
-"""Exactly-once application over at-least-once delivery: the state protocol.
+"""Exactly-once application over at-least-once delivery: one partition's state
+while the worker applies its batches.
 
-Pure rules, no Kafka: the worker gives `PartitionState` a reader of the
-tables' stored records; stream/commit.py writes out what it returns, in the
-order the rules need. docs/design.md has the argument; in short:
+Pure, no Kafka: `PartitionState` reads committed values through a reader of
+the local store (stream/store.py); stream/commit.py writes what it returns out,
+in the order the rules need. docs/design.md has the argument; in short:
 
 - The worker applies matches in batches. During a batch every write goes to
   an in-memory overlay, so later matches of the batch see earlier ones.
-- At the end of a batch (a checkpoint), each written key is stored as a
-  versioned record {"s": new value, "b": batch number, "p": the committed
-  value before the batch}, sent together with the batch's output events;
-  once the broker has acknowledged all of them, the partition's checkpoint
-  record {"batch": b, "offsets": {...}} is written and acknowledged. The
-  checkpoint's offsets are where input resumes after a restart or a
-  rebalance (the worker reads input itself, from there).
-- A record is committed when its batch number is at most the checkpoint's
-  and not in its `aborted` list; otherwise it is the leftover of a batch
-  whose checkpoint never happened, and its "p" is the committed value.
-- Each time a partition is taken up (worker start, rebalance), the next
-  batch number is burned (added to `aborted`), because a previous owner
-  may have crashed half-way through writing exactly that batch.
-- An input event at or below the checkpoint's offset for its topic was
-  fully applied and its outputs acknowledged: it is skipped.
+- At the end of a batch (a checkpoint) the overlay becomes rows of the
+  changelog, tagged with the owner's epoch and the batch number, then the
+  checkpoint record; once the broker has acknowledged them, the rows and the
+  checkpoint go into the local store in one write (stream/changelog.py has the
+  rule that reads them back).
+- The checkpoint's input offsets are where input resumes after a restart or a
+  rebalance; an input record at or below them was applied and its outputs
+  acknowledged: it is skipped.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import orjson
 
 from ..events import SEP
+from .changelog import Checkpoint, checkpoint_record, row_record
 
-# Tables (Faust table names; each has a changelog topic).
+# Tables: one key space per partition, each table's keys behind its own first byte.
 PLAYERS = "players"
 LEAGUES = "leagues"
 MATCHES = "matches"
-CHECKPOINTS = "checkpoints"
-STATE_TABLES = (PLAYERS, LEAGUES, MATCHES)
+TABLE_PREFIX = {PLAYERS: b"p", LEAGUES: b"l", MATCHES: b"m"}
+_TABLE_OF = {prefix: table for table, prefix in TABLE_PREFIX.items()}
 
-CHECKPOINT_KEY = b"checkpoint"
+
+def store_key(table: str, key: bytes) -> bytes:
+    return TABLE_PREFIX[table] + key
 
 
 def player_key(league: str, player: str) -> bytes:
@@ -54,45 +50,18 @@ def league_prefix(league: str) -> bytes:
     return f"{league}{SEP}".encode()
 
 
-@dataclass
-class Checkpoint:
-    batch: int = 0
-    aborted: list[int] = field(default_factory=list)
-    offsets: dict[str, int] = field(default_factory=dict)  # topic -> last applied offset
-
-    @classmethod
-    def decode(cls, raw: bytes | None) -> "Checkpoint":
-        if raw is None:
-            return cls()
-        doc = orjson.loads(raw)
-        return cls(batch=doc["batch"], aborted=list(doc.get("aborted", [])), offsets=dict(doc.get("offsets", {})))
-
-    def encode(self) -> bytes:
-        return orjson.dumps({"batch": self.batch, "aborted": self.aborted, "offsets": self.offsets})
-
-    def committed(self, batch: int) -> bool:
-        return batch <= self.batch and batch not in self.aborted
-
-    def applied(self, topic: str, offset: int) -> bool:
-        return offset <= self.offsets.get(topic, -1)
-
-
-def resolve(record: bytes | None, checkpoint: Checkpoint) -> Any:
-    """The committed value held by a stored record (None: no committed value)."""
-    if record is None:
-        return None
-    doc = orjson.loads(record)
-    return doc["s"] if checkpoint.committed(doc["b"]) else doc["p"]
-
-
-# Reads a stored record: (table, key) -> bytes or None.
-Reader = Callable[[str, bytes], "bytes | None"]
+# Reads a committed value: store key -> bytes or None.
+Reader = Callable[[bytes], "bytes | None"]
 
 # Committed values of these tables stay cached between batches (read again, batch
 # after batch); other keys (match ids: read once, to find a duplicate) only within one.
 CACHED_TABLES = (PLAYERS, LEAGUES)
 CACHE_LIMIT = 50_000  # entries per partition; the cache starts over when full
 _MISSING = object()
+
+
+def _dumps_or_none(value: Any) -> bytes | None:
+    return None if value is None else orjson.dumps(value)
 
 
 def _remember(memo: dict, key: tuple[str, bytes], value: Any) -> None:
@@ -114,19 +83,12 @@ class PartitionState:
         # partition's state while it lives, so they stay true until it commits them anew.
         self.cache: dict[tuple[str, bytes], Any] = {}
         self.reads: dict[tuple[str, bytes], Any] = {}  # the same, for this batch only
+        self.changelog_next = checkpoint.changelog + 1  # where this owner's next changelog record lands
+        self.repair: set[bytes] = set()  # keys a replaced worker wrote since: written again next batch
 
-    @classmethod
-    def take_up(cls, partition: int, reader: Reader) -> tuple["PartitionState", bytes]:
-        """Open a partition newly assigned: burn the next batch number.
-
-        Returns the state and the checkpoint record to write (and have
-        acknowledged) before the first batch.
-        """
-        checkpoint = Checkpoint.decode(reader(CHECKPOINTS, CHECKPOINT_KEY))
-        checkpoint.batch += 1
-        # Kept for good: a record left by a crashed batch stays uncommitted until rewritten.
-        checkpoint.aborted.append(checkpoint.batch)
-        return cls(partition, checkpoint, reader), checkpoint.encode()
+    @property
+    def epoch(self) -> int:
+        return self.checkpoint.epoch
 
     def get(self, table: str, key: bytes) -> Any:
         item = (table, key)
@@ -139,7 +101,8 @@ class PartitionState:
         memo = self.cache if item[0] in CACHED_TABLES else self.reads
         value = memo.get(item, _MISSING)
         if value is _MISSING:
-            value = resolve(self.read(*item), self.checkpoint)
+            raw = self.read(store_key(*item))
+            value = None if raw is None else orjson.loads(raw)
             _remember(memo, item, value)
         return value
 
@@ -160,39 +123,41 @@ class PartitionState:
 
     @property
     def dirty(self) -> bool:
-        return bool(self.overlay or self.offsets)
+        return bool(self.overlay or self.offsets or self.repair)
 
-    def checkpoint_writes(self) -> tuple[list[tuple[str, bytes, bytes]], bytes]:
-        """The versioned records of this batch, and the checkpoint record to write after them."""
-        batch = self.checkpoint.batch + 1
+    def checkpoint_writes(self) -> tuple[list[tuple[bytes, bytes]], tuple[bytes, bytes], Checkpoint]:
+        """This batch's changelog rows, its checkpoint record, and the checkpoint
+        (its changelog offset is set once the broker has acknowledged the record)."""
+        epoch, batch = self.checkpoint.epoch, self.checkpoint.batch + 1
         committed = self.committed_value
         dumps = orjson.dumps
-        # The bytes of dumps({"s": value, "b": batch, "p": before}), put together around
-        # the values' encodings: a result of orjson keeps the block it was written in
-        # (about 4 KiB), so a batch of records held at once would cost several times
-        # its size; the concatenation has exactly its size.
-        middle = b',"b":%d,"p":' % batch
-        writes = [
-            (item[0], item[1], b'{"s":' + dumps(value) + middle + dumps(committed(item)) + b"}")
-            for item, value in self.overlay.items()
-        ]
-        after = Checkpoint(batch, list(self.checkpoint.aborted), {**self.checkpoint.offsets, **self.offsets})
-        return writes, after.encode()
+        # Each row record is built by one concatenation, so it has exactly its size (an
+        # orjson result keeps the larger block it was written in; a batch holds many).
+        rows = [row_record(epoch, batch, store_key(*item), dumps(value), _dumps_or_none(committed(item)))
+                for item, value in self.overlay.items()]
+        rows += self.rows_for(set())
+        after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets})
+        return rows, checkpoint_record(epoch, batch, after.offsets), after
 
-    def checkpointed(self, checkpoint_record: bytes) -> None:
-        """The checkpoint record is acknowledged: the overlay is now the committed state."""
-        self.checkpoint = Checkpoint.decode(checkpoint_record)
+    def rows_for(self, keys: set[bytes]) -> list[tuple[bytes, bytes]]:
+        """Rows of the batch in progress that write these keys (and those waiting
+        for repair) again: their values as of the batch."""
+        keys = keys | self.repair
+        self.repair = set()
+        epoch, batch = self.checkpoint.epoch, self.checkpoint.batch + 1
+        rows = []
+        for key in sorted(keys):
+            item = (_TABLE_OF[key[:1]], key[1:])
+            value = self.get(*item)
+            rows.append(row_record(epoch, batch, key, _dumps_or_none(value), _dumps_or_none(self.committed_value(item))))
+        return rows
+
+    def checkpointed(self, checkpoint: Checkpoint) -> None:
+        """The batch is committed: the overlay is now the committed state."""
+        self.checkpoint = checkpoint
         for (table, key), value in self.overlay.items():
             if table in CACHED_TABLES:
                 _remember(self.cache, (table, key), value)
         self.overlay.clear()
         self.reads.clear()
         self.offsets.clear()
-
-
-def iter_committed(records: Iterator[tuple[bytes, bytes]], checkpoint: Checkpoint) -> Iterator[tuple[bytes, Any]]:
-    """Committed values of stored records (skipping keys with none)."""
-    for key, record in records:
-        value = resolve(record, checkpoint)
-        if value is not None:
-            yield key, value

@@ -1,8 +1,9 @@
 """The batch loop: take a batch of input, apply it, commit it.
 
-This is what a Faust agent would be. Faust still owns the consumer group,
-the tables and their recovery (stream/app.py), and calls `pause` and `resume`
-at rebalances; input comes from the worker's own consumer (stream/intake.py),
+This is what a Faust agent would be. Faust owns the consumer group and calls
+`pause` and `resume` at rebalances (stream/app.py); `resume` takes each owned
+partition up (stream/commit.py: a fence, then the changelog past the local
+checkpoint); input comes from the worker's own consumer (stream/intake.py),
 starting after each partition's checkpoint; every record goes through
 stream/records.py (which applies matches through rating.apply_match, as the
 replay does); every batch ends with a commit (stream/commit.py).
@@ -19,10 +20,12 @@ from ..leagues import LeagueConfig
 from ..settings import Settings
 from . import intake as input_
 from . import observe
-from .commit import Committer, Sender, Store
+from .changelog import Checkpoint
+from .commit import Changelog, Committer, Sender
 from .intake import Intake, Positions
 from .records import RecordHandler, is_duplicate
-from .state import CHECKPOINT_KEY, CHECKPOINTS, Checkpoint, PartitionState
+from .state import PartitionState
+from .store import LocalStore
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +34,18 @@ RETRY_MAX_SECONDS = 30.0
 
 
 class Worker:
-    def __init__(self, settings: Settings, config: LeagueConfig, store: Store, sender: Sender, intake: Intake):
+    def __init__(self, settings: Settings, config: LeagueConfig, store: LocalStore, sender: Sender,
+                 changelog: Changelog, intake: Intake):
         self.settings = settings
         self.store = store
         self.intake = intake
         self.handler = RecordHandler(config, settings.partitions, settings.forward_topic)
         outputs = {"change": settings.changes_topic, "dead_letter": settings.dlq_topic, "forward": settings.forward_topic}
-        self.committer = Committer(store, sender, outputs)
+        self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs)
         self.tally = observe.Tally(config)
         self.partitions: dict[int, PartitionState] = {}  # taken up since the last rebalance
         self.failures = 0
+        self.resumed = False  # every owned partition is taken up and input flows
         self.phase = "idle"  # shown by /health and SIGUSR1: diagnosing a stall
         self._task: asyncio.Task | None = None
 
@@ -109,6 +114,12 @@ class Worker:
         if outcome.applied is not None:
             applied.append((outcome.applied, record.timestamp))
 
+    async def take_up(self, partitions: set[int] | list[int]) -> None:
+        """Take these partitions up now (those not taken up yet), concurrently."""
+        self.phase = f"taking up {len(partitions)} partitions"
+        await asyncio.gather(*(self._take_up(partition) for partition in sorted(partitions)))
+        self.phase = "waiting for a batch"
+
     async def _take_up(self, partition: int) -> PartitionState:
         state = self.partitions.get(partition)
         if state is None:
@@ -138,7 +149,7 @@ class Worker:
         state = self.partitions.get(partition)
         if state is not None:
             return state.checkpoint
-        return Checkpoint.decode(self.store.get(CHECKPOINTS, partition, CHECKPOINT_KEY))
+        return self.store.checkpoint(partition)
 
     def positions(self, owned: list[tuple[str, int]]) -> Positions:
         """Where input resumes: the record after each partition's checkpoint (None: its beginning)."""
@@ -149,26 +160,30 @@ class Worker:
         return positions
 
     async def resume(self, owned: list[tuple[str, int]], generation: int | None = None) -> bool:
-        """Take input from these partitions, after their checkpoints (unless the
-        assignment of `generation` is already over)."""
+        """Take these partitions up, then input from them after their checkpoints
+        (unless the assignment of `generation` is already over)."""
+        await self.take_up({partition for _, partition in owned})
         if not await self.intake.resume(self.positions(owned), generation):
             return False
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self.run(), name="ratings-batches")
+        self.resumed = True
         return True
 
     async def pause(self) -> None:
         """Take no more input and wait for the batch in progress. One that does not
         finish in time (the broker is not answering) is cancelled: its writes stay
         uncommitted. The partitions are taken up anew before their next batch."""
+        self.resumed = False
         if not await self.intake.pause(self.settings.stop_timeout):
             log.warning("the batch in progress did not finish in %.0f s: cancelling it", self.settings.stop_timeout)
             await self._cancel()
         self.abandon()
 
     def abandon(self) -> None:
-        """Forget the partitions' states: each is taken up anew before its next batch,
-        which leaves whatever a failed or cancelled batch wrote uncommitted."""
+        """Forget the partitions' states: each is taken up anew (a new epoch) before
+        its next batch, which leaves whatever a failed or cancelled batch wrote
+        uncommitted."""
         self.partitions.clear()
 
     async def stop(self) -> None:

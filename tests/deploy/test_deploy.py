@@ -34,10 +34,10 @@ import yaml
 
 from stream_app.stream import observe as metrics
 from stream_app.cli import build_parser
+from stream_app.cli.flags import settings_from
 from stream_app.leagues import LeagueConfig
 from stream_app.security import ENV as SECURITY_ENV
 from stream_app.security import KafkaSecurity
-from stream_app.stream.state import CHECKPOINTS, STATE_TABLES
 from tests.support.workers import ROOT
 
 DEPLOY = ROOT / "deploy"
@@ -313,27 +313,25 @@ def test_compose_bind_mounts_exist(compose):
 def created_topics(script: str) -> dict[str, list[str]]:
     """{topic: the words of its `kafka-topics.sh --create` command} in the topic job's script,
     its `for X in ...; do ... done` loops unrolled ($$ is compose's escape for the shell's $)."""
-    created: dict[str, list[str]] = {}
     text = script.replace("\\\n", " ")
-    for var, items, body in re.findall(r"for (\w+) in ([^;]+); do(.*?)\bdone", text, re.S):
-        for item in items.split():
-            for command in body.replace(f"$${var}", item).splitlines():
-                if "--create" in command:
-                    words = shlex.split(command)
-                    created[words[words.index("--topic") + 1]] = words
+    loop = r"for (\w+) in ([^;]+); do(.*?)\bdone"
+    commands = re.sub(loop, "", text, flags=re.S).splitlines()
+    for var, items, body in re.findall(loop, text, re.S):
+        commands += [line for item in items.split() for line in body.replace(f"$${var}", item).splitlines()]
+    created: dict[str, list[str]] = {}
+    for command in commands:
+        if "--create" in command:
+            words = shlex.split(command)
+            created[words[words.index("--topic") + 1]] = words
     return created
 
 
-def test_compose_topic_job_creates_the_changelogs_compacted(compose, monkeypatch):
-    import faust
-
+def test_compose_topic_job_creates_the_changelog_compacted(compose, monkeypatch):
     job = compose["services"]["topics"]
     created = created_topics(job["command"][0] if isinstance(job["command"], list) else job["command"])
     args = worker_args({k: v for k, v in service_env(compose["services"][WORKERS[0]]).items() if k.startswith("RATINGS_")},
                        monkeypatch)
-    # The names Faust gives the worker's tables' changelogs.
-    app = faust.App(args.app_id, store="memory://", autodiscover=False)
-    changelogs = {app.Table(name).changelog_topic.get_topic_name() for name in (*STATE_TABLES, CHECKPOINTS)}
+    changelogs = {settings_from(args).changelog_topic}
     assert set(created) == set(TOPICS) | changelogs
     for topic, words in created.items():
         assert words[words.index("--partitions") + 1] == str(args.partitions), topic

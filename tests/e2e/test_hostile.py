@@ -232,7 +232,7 @@ def test_hostile_events_are_dead_lettered_and_the_valid_ones_around_them_applied
         assert set(seen) == set(expected)
         wrong = {kind: (seen[kind]["reason"], seen[kind]["field"]) for kind in expected
                  if (seen[kind]["reason"], seen[kind]["field"] if expected[kind][1] is not None else None) != expected[kind]}
-        assert not wrong, f"dead letters with the wrong reason or field (got vs expected): " + "; ".join(
+        assert not wrong, "dead letters with the wrong reason or field (got vs expected): " + "; ".join(
             f"{kind}: {got} vs {expected[kind]}" for kind, got in wrong.items())
         for kind, letter in seen.items():
             assert letter["message"], kind

@@ -1,7 +1,8 @@
 """A worker SIGKILLed at random moments while it applies a stream, restarted
-each time (on the same data directory, or an empty one so that everything comes
-back from the changelogs): the final state is exactly the replay, nothing is
-lost and nothing applied twice, and every rating change was published."""
+each time (on the same data directory, which holds its last checkpoint, or an
+empty one so that everything comes back from the changelog): the final state
+is exactly the replay, nothing is lost and nothing applied twice, and every
+rating change was published."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from stream_app.leagues import LeagueConfig
 from stream_app.events import event_id, parse_match
 from stream_app.offline.replay import Ledger
-from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, read_all, topic_args as topics_of
+from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, read_all, records_in, topic_args as topics_of
 from tests.support.leagues import CONFIG, assert_same_state, league_matches, match_counts, stream_events
 from tests.support.names import unique_name
 from tests.support.workers import WorkerProcess, wait_for
@@ -59,6 +60,8 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
     kills = 0
     mid_stream = 0  # kills that hit the worker while matches were still unapplied
     recovery = []  # seconds from a restart to its first applied match
+    changelog_at_kill = 0  # records in the changelog when the worker was last killed
+    restored = []  # changelog records each restart read
     try:
         while kills < KILLS:
             # Let it get going, then kill it at a random moment while it applies.
@@ -68,11 +71,17 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
                 health = worker.health()
                 if health["first_applied_at"] is not None:
                     recovery.append(health["first_applied_at"] - spawned)
-                # Killed: its local RocksDB is not trusted (same directory) or absent (a new one).
-                assert health["wiped_local_state"] is not fresh_dir
+                # On its data directory a restart reads only the changelog past its last
+                # checkpoint; on an empty one, all of it.
+                restored.append(health["restored_records"])
+                if fresh_dir:
+                    assert health["restored_records"] >= 0.9 * changelog_at_kill
+                else:
+                    assert health["restored_records"] < 0.5 * changelog_at_kill
             time.sleep(rng.uniform(1.0, 4.0))
             applied = sum(max(0, league_matches(worker, l)) for l in counts)
             worker.kill()
+            changelog_at_kill = asyncio.run(records_in(broker.bootstrap, f"{prefix}-state-changelog"))
             kills += 1
             mid_stream += applied < total
             generation += 1 if fresh_dir else 0
@@ -93,6 +102,7 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
         assert expected_ids <= published, f"{len(expected_ids - published)} rating changes never published"
         assert published <= expected_ids
         print(f"{KILLS} kills ({mid_stream} mid-stream), {total} matches; recovery to first applied match: "
-              + ", ".join(f"{r:.1f} s" for r in recovery))
+              + ", ".join(f"{r:.1f} s" for r in recovery) + "; changelog records read by each restart: "
+              + ", ".join(map(str, restored)))
     finally:
         worker.stop()

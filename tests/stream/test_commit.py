@@ -1,9 +1,10 @@
 """The exactly-once commit sequence (stream/commit.py), driven through the real
-batch loop (stream/worker.py) with an in-memory broker that fails or crashes
-at any send. After a crash the worker restarts on an empty data directory
-restored from what the broker acknowledged, and takes input from its
-checkpoints. Whatever the crash points, the committed state is the replay of
-the input, and the published events are exactly the replay's (redeliveries
+batch loop (stream/worker.py) on a real local store (RocksDB) with an
+in-memory broker that fails or crashes at any send. After a crash the worker
+restarts on its data directory, or on an empty one, takes its partitions up
+from the changelog and input from their checkpoints. Whatever the crash
+points, the committed state (local, and as the changelog says) is the replay
+of the input, and the published events are exactly the replay's (redeliveries
 carry the same bytes)."""
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
-from stream_app.stream.commit import FENCE_KEY
+from stream_app.stream.changelog import ChangelogReader, fence_record
+from stream_app.stream.commit import Fenced
 from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.records import league_partition
-from stream_app.stream.state import CHECKPOINT_KEY, CHECKPOINTS, LEAGUES, PLAYERS, Checkpoint, resolve
+from stream_app.stream.state import LEAGUES, PLAYERS, TABLE_PREFIX
+from stream_app.stream.store import CHECKPOINT_KEY, LocalStore
 from stream_app.stream.worker import Worker
-from tests.support.memory import Crash, MemoryBroker, MemoryStore
+from tests.support.memory import Crash, MemoryBroker
 
 CONFIG = LeagueConfig.from_toml('[leagues."kart*"]\nalgorithm = "elo-pairwise"\n[default]\nalgorithm = "elo"\n')
 PARTITIONS = 2
@@ -54,8 +57,17 @@ def input_log(seed: int) -> dict[int, list[InputRecord]]:
     return log
 
 
-def new_worker(store: MemoryStore, broker: MemoryBroker) -> Worker:
-    return Worker(SETTINGS, CONFIG, store, broker, Intake({}, SETTINGS.batch_max))
+CHANGELOG = SETTINGS.changelog_topic
+
+
+def new_worker(store: LocalStore, broker: MemoryBroker) -> Worker:
+    return Worker(SETTINGS, CONFIG, store, broker, broker, Intake({}, SETTINGS.batch_max))
+
+
+def reopened(store: LocalStore) -> LocalStore:
+    """The same data directory in a new process."""
+    store.close()
+    return LocalStore(store.directory)
 
 
 def next_batch(worker: Worker, log: dict[int, list[InputRecord]], rng: random.Random) -> list[InputRecord]:
@@ -81,34 +93,49 @@ def expected(log: dict[int, list[InputRecord]]) -> tuple[Ledger, set[str]]:
     return ledger, ids
 
 
-def committed(store: MemoryStore, table: str) -> dict[bytes, object]:
+def committed(store: LocalStore, table: str) -> dict[bytes, object]:
+    """A table's rows in the local store, all partitions."""
+    prefix = TABLE_PREFIX[table]
+    return {key[1:]: orjson.loads(value) for partition in range(PARTITIONS)
+            for key, value in store.scan(partition, prefix)}
+
+
+def changelog_says(broker: MemoryBroker, table: str) -> dict[bytes, object]:
+    """A table's committed rows as the changelog says (every partition read from its start)."""
     out = {}
     for partition in range(PARTITIONS):
-        checkpoint = Checkpoint.decode(store.get(CHECKPOINTS, partition, CHECKPOINT_KEY))
-        for key, record in store.scan(table, partition):
-            if key == FENCE_KEY:
-                continue
-            value = resolve(record, checkpoint)
-            if value is not None:
-                out[key] = value
+        reader = ChangelogReader()
+        for offset, (key, value) in enumerate(broker.logs[(CHANGELOG, partition)]):
+            reader.feed(offset, key, value)
+        rows, _ = reader.take()
+        out.update({key[1:]: orjson.loads(value) for key, value in rows.items()
+                    if key[:1] == TABLE_PREFIX[table] and value is not None})
     return out
 
 
-def assert_committed_state_is(store: MemoryStore, ledger: Ledger) -> None:
-    players = {key.decode(): value for key, value in committed(store, PLAYERS).items()}
+def assert_committed_state_is(state: dict[str, dict], ledger: Ledger) -> None:
+    players = {key.decode(): value for key, value in state[PLAYERS].items()}
     assert players == {f"{league}\x1f{player}": state.to_dict()
                        for league, states in ledger.leagues.items() for player, state in states.items()}
-    leagues = {key.decode(): value for key, value in committed(store, LEAGUES).items()}
+    leagues = {key.decode(): value for key, value in state[LEAGUES].items()}
     assert leagues == ledger.records
 
 
+def local(store: LocalStore) -> dict[str, dict]:
+    return {table: committed(store, table) for table in (PLAYERS, LEAGUES)}
+
+
+def logged(broker: MemoryBroker) -> dict[str, dict]:
+    return {table: changelog_says(broker, table) for table in (PLAYERS, LEAGUES)}
+
+
 @pytest.mark.parametrize("seed", range(16))
-async def test_crashes_and_failures_at_any_send_neither_lose_nor_double_apply(seed):
+async def test_crashes_and_failures_at_any_send_neither_lose_nor_double_apply(seed, tmp_path):
     rng = random.Random(seed)
     log = input_log(seed % 4)
     ledger, ids = expected(log)
     broker = MemoryBroker(partitions=PARTITIONS, seed=seed)
-    store = MemoryStore()
+    store = LocalStore(tmp_path / "0")
     worker = new_worker(store, broker)
     faults = {"crash": 0, "fail": 0}
 
@@ -118,30 +145,22 @@ async def test_crashes_and_failures_at_any_send_neither_lose_nor_double_apply(se
 
     while not done(worker):
         fault = rng.choice([None, "crash", "fail"])
-        broker.crash_at = broker.sends + rng.randint(1, 10) if fault == "crash" else None
-        broker.fail_at = broker.sends + rng.randint(1, 10) if fault == "fail" else None
+        broker.crash_at = broker.sends + rng.randint(1, 5) if fault == "crash" else None
+        broker.fail_at = broker.sends + rng.randint(1, 5) if fault == "fail" else None
         try:
             await worker.apply_batch(next_batch(worker, log, rng))
         except Crash:
             faults["crash"] += 1
             broker.crash_at = None
-            store = MemoryStore.restored(broker)  # a new process on an empty data directory
+            # A new process, on the same data directory or (now and then) an empty one.
+            store = reopened(store) if rng.random() < 0.7 else LocalStore(tmp_path / str(faults["crash"]))
             worker = new_worker(store, broker)
         except ConnectionError:
             faults["fail"] += 1
             worker.abandon()  # what the batch loop does after a failed batch
     assert faults["crash"] > 0 and faults["fail"] > 0
-    assert_committed_state_is(store, ledger)
-    # A failed send can leave the local store ahead of the changelogs (a checkpoint
-    # stored but never acknowledged). A worker restored from the changelogs then
-    # applies that input again, and ends in the same state.
-    broker.crash_at = broker.fail_at = None
-    store = MemoryStore.restored(broker)
-    worker = new_worker(store, broker)
-    while not done(worker):
-        await worker.apply_batch(next_batch(worker, log, rng))
-    assert_committed_state_is(store, ledger)
-    assert_committed_state_is(MemoryStore.restored(broker), ledger)
+    assert_committed_state_is(local(store), ledger)
+    assert_committed_state_is(logged(broker), ledger)
     # Every rating change of the replay is published; a redelivered one carries the same bytes.
     by_id = defaultdict(set)
     for value in broker.values(SETTINGS.changes_topic):
@@ -153,47 +172,140 @@ async def test_crashes_and_failures_at_any_send_neither_lose_nor_double_apply(se
     assert sorted(letters.values()) == ["duplicate_match", "invalid_json"]
 
 
-async def test_a_crash_before_the_checkpoint_leaves_the_batch_uncommitted_and_it_is_applied_once_after_restart():
+def marks(broker: MemoryBroker, partition: int) -> list[bytes]:
+    """The kinds of the fences and checkpoints in a changelog partition, in order."""
+    return [value[:1] for key, value in broker.logs[(CHANGELOG, partition)] if key[:1] == b"\x00"]
+
+
+@pytest.mark.parametrize("restart", ["same directory", "empty directory"])
+async def test_a_crash_before_the_checkpoint_leaves_the_batch_uncommitted_and_it_is_applied_once_after_restart(
+        restart, tmp_path):
     log = input_log(1)
     partition = league_partition("chess", PARTITIONS)
     records = log[partition]
     broker = MemoryBroker(partitions=PARTITIONS)
-    store = MemoryStore()
+    store = LocalStore(tmp_path / "a")
     worker = new_worker(store, broker)
     await worker.apply_batch(records[:10])
     before = committed(store, PLAYERS)
-    # Crash at the checkpoint record: the outputs and every state record and fence reached the broker.
-    broker.crash_on = MemoryStore().changelog_topic(CHECKPOINTS)
+    # Crash at the checkpoint record: the outputs and every row reached the broker.
+    send = broker.send
+
+    async def crash_at_the_checkpoint(topic, partition, records):
+        records = list(records)
+        if topic == CHANGELOG and records[-1][0][:1] == b"\x00":
+            broker.crash_at = broker.sends + 1
+        return await send(topic, partition, records)
+
+    broker.send = crash_at_the_checkpoint
     with pytest.raises(Crash):
         await worker.apply_batch(records[10:20])
-    broker.crash_on = broker.crash_at = None
+    broker.send = send
+    broker.crash_at = None
     assert len(broker.values(SETTINGS.changes_topic)) > 0
-    restored = MemoryStore.restored(broker)
-    assert committed(restored, PLAYERS) == before  # the batch's records read as their previous values
-    worker = new_worker(restored, broker)
+    assert broker.logs[(CHANGELOG, partition)][-1][1][:1] == b"D"  # the batch's rows, no checkpoint
+    store = reopened(store) if restart == "same directory" else LocalStore(tmp_path / "b")
+    if restart == "same directory":
+        assert committed(store, PLAYERS) == before  # the local store never saw the batch
+    worker = new_worker(store, broker)
+    await worker.take_up([partition])
+    assert committed(store, PLAYERS) == before  # the batch's rows were never committed
     assert worker.positions([(TOPIC, partition)]) == {(TOPIC, partition): 10}
     await worker.apply_batch(records[10:20])
     ledger, _ = expected({partition: records[:20]})
-    assert_committed_state_is(restored, ledger)
+    assert_committed_state_is(local(store), ledger)
+    assert_committed_state_is(logged(broker), ledger)
 
 
-@pytest.mark.parametrize("held", ["outputs", "records"])
-async def test_the_checkpoint_is_sent_only_once_the_outputs_and_records_are_acknowledged(held):
+@pytest.mark.parametrize("held", ["outputs", "rows"])
+async def test_the_checkpoint_is_sent_only_once_the_outputs_and_rows_are_acknowledged(held, tmp_path):
     log = input_log(2)
     partition = league_partition("chess", PARTITIONS)
     broker = MemoryBroker(partitions=PARTITIONS)
-    store = MemoryStore()
+    store = LocalStore(tmp_path)
     worker = new_worker(store, broker)
     await worker.apply_batch(log[partition][:5])
-    checkpoints = store.changelog_topic(CHECKPOINTS)
-    sent = len(broker.logs[(checkpoints, partition)])
-    topic = SETTINGS.changes_topic if held == "outputs" else store.changelog_topic(PLAYERS)
+    sent = marks(broker, partition)
+    assert sent == [b"F", b"C"]  # the take-up's fence, the first batch's checkpoint
+    topic = SETTINGS.changes_topic if held == "outputs" else CHANGELOG
     broker.held.add(topic)
     batch = asyncio.ensure_future(worker.apply_batch(log[partition][5:10]))
     for _ in range(200):
         await asyncio.sleep(0)
-    assert not batch.done() and len(broker.logs[(checkpoints, partition)]) == sent
+    assert not batch.done() and marks(broker, partition) == sent
+    assert store.checkpoint(partition).offsets == {TOPIC: 4}  # the local store waits too
     broker.held.discard(topic)
     await batch
-    assert len(broker.logs[(checkpoints, partition)]) == sent + 1
+    assert marks(broker, partition) == [*sent, b"C"]
+    assert store.checkpoint(partition).offsets == {TOPIC: 9}
     assert worker.positions([(TOPIC, partition)]) == {(TOPIC, partition): 10}
+
+
+class StalledSender:
+    """A worker's view of the broker whose sends wait while `stalled` (a process
+    paused by the OS, a long GC pause, a network partition)."""
+
+    def __init__(self, broker: MemoryBroker):
+        self.broker = broker
+        self.running = asyncio.Event()
+        self.running.set()
+
+    async def partitions(self, topic: str) -> int:
+        return await self.broker.partitions(topic)
+
+    async def send(self, topic, partition, records):
+        records = list(records)
+        await self.running.wait()
+        return await self.broker.send(topic, partition, records)
+
+
+@pytest.mark.parametrize("lands", ["after the new owner's batch", "between the new owner's fence and batch"])
+async def test_a_replaced_workers_stalled_batch_landing_late_changes_nothing(lands, tmp_path):
+    """Worker A stalls in the middle of a batch; B takes the partition over and
+    applies the same input; then A's sends land. A learns it was fenced, B writes
+    again what A wrote over, and the state (local and as the changelog says) and
+    the published events are exactly the replay's."""
+    log = input_log(3)
+    partition = league_partition("chess", PARTITIONS)
+    records = log[partition]
+    broker = MemoryBroker(partitions=PARTITIONS)
+    stalled = StalledSender(broker)
+    a = Worker(SETTINGS, CONFIG, LocalStore(tmp_path / "a"), stalled, broker, Intake({}, SETTINGS.batch_max))
+    await a.apply_batch(records[:10])
+    stalled.running.clear()
+    zombie = asyncio.ensure_future(a.apply_batch(records[10:20]))
+    await asyncio.sleep(0.01)
+    assert not zombie.done()
+
+    store = LocalStore(tmp_path / "b")
+    b = new_worker(store, broker)
+    await b.take_up([partition])
+    if lands == "between the new owner's fence and batch":
+        stalled.running.set()
+        with pytest.raises(Fenced):
+            await zombie
+        fenced_rows = sum(1 for key, value in broker.logs[(CHANGELOG, partition)] if value[:1] == b"D"
+                          and int.from_bytes(value[1:9], "big") == 1)
+    await b.apply_batch(records[10:20])
+    if lands == "after the new owner's batch":
+        stalled.running.set()
+        with pytest.raises(Fenced):
+            await zombie
+    await b.apply_batch(records[20:])
+    assert b.partitions[partition].epoch == 2  # B was never fenced itself
+    ledger, ids = expected({partition: records})
+    assert_committed_state_is(local(store), ledger)
+    assert_committed_state_is(logged(broker), ledger)
+    # A's rows landed after B's fence (the reader drops them); B wrote their keys again,
+    # so that a compacted changelog (the last record of each key) keeps B's values.
+    if lands == "between the new owner's fence and batch":
+        assert fenced_rows > 0
+        changelog = broker.logs[(CHANGELOG, partition)]
+        fence = changelog.index(fence_record(2))
+        late = {key for key, value in changelog[fence:] if value[:1] == b"D" and value[1:9] == (1).to_bytes(8, "big")}
+        last_writer = {key: value[1:9] for key, value in changelog if key in late}
+        assert late and set(last_writer.values()) == {(2).to_bytes(8, "big")}
+    by_id = defaultdict(set)
+    for value in broker.values(SETTINGS.changes_topic):
+        by_id[orjson.loads(value)["event_id"]].add(value)
+    assert set(by_id) == ids and all(len(values) == 1 for values in by_id.values())

@@ -20,16 +20,6 @@ async def worker(tmp_path):
     w.store.close()
 
 
-async def test_the_store_reads_and_writes_one_rocksdb_database_per_table_partition(worker):
-    store = worker.store
-    store.write("players", 1, [(b"l\x1fb", b"2"), (b"l\x1fa", b"1"), (b"m\x1fa", b"3")])
-    assert store.get("players", 1, b"l\x1fa") == b"1" and store.get("players", 0, b"l\x1fa") is None
-    assert list(store.scan("players", 1, b"l\x1f")) == [(b"l\x1fa", b"1"), (b"l\x1fb", b"2")]
-    store.persist_offsets(1, {"players": 41})
-    tp = TP(store.changelog_topic("players"), 1)
-    assert worker.tables["players"].data.persisted_offset(tp) == 41
-
-
 async def test_faust_never_activates_input_partitions(worker):
     """Faust's consumer must not fetch input for its agent: neither when partitions
     are newly assigned nor when they are resumed after recovery."""
@@ -37,7 +27,7 @@ async def test_faust_never_activates_input_partitions(worker):
     kafka_io.keep_input_from_faust(consumer, worker.settings.input_topics)
     kafka_io.keep_input_from_faust(consumer, worker.settings.input_topics)  # once only
     inputs = {TP(topic, 0) for topic in worker.settings.input_topics}
-    changelog = TP(worker.store.changelog_topic("players"), 0)
+    changelog = TP(worker.settings.changelog_topic, 0)
     assert consumer._set_active_tps(inputs | {changelog}) == {changelog}
     consumer.pause_partitions(inputs | {changelog})
     consumer.resume_partitions(inputs | {changelog})
@@ -65,7 +55,9 @@ async def test_the_sender_sends_record_batches_through_fausts_aiokafka_producer(
         records = [(b"k", b"x" * 1000 + str(i).encode()) for i in range(1500)]  # more than one 512 KiB batch
         acks = await sender.send(topic, 0, records)
         assert len(acks) > 1
-        assert [await ack for ack in acks][-1] == 1499
+        spans = [await ack for ack in acks]
+        assert spans[0][0] == 0 and spans[-1][1] == 1499
+        assert all(later[0] == earlier[1] + 1 for earlier, later in zip(spans, spans[1:]))
         assert await sender.partitions(topic) >= 1
     finally:
         await w.app.producer.stop()

@@ -4,7 +4,8 @@ import orjson
 
 from stream_app.leagues import LeagueConfig
 from stream_app.stream.records import RecordHandler, league_partition
-from stream_app.stream.state import Checkpoint, PartitionState
+from stream_app.stream.changelog import Checkpoint
+from stream_app.stream.state import PartitionState
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')
 TOPIC = "match-results"
@@ -13,11 +14,11 @@ LINE = orjson.dumps({"league": "chess", "match_id": "1", "participants": [{"play
 
 
 def fresh() -> PartitionState:
-    return PartitionState(0, Checkpoint(), lambda t, k: None)
+    return PartitionState(0, Checkpoint(), lambda key: None)
 
 
 def test_records_at_or_below_the_checkpoint_are_skipped_as_redelivered():
-    state = PartitionState(0, Checkpoint(batch=3, offsets={TOPIC: 41}), lambda t, k: None)
+    state = PartitionState(0, Checkpoint(batch=3, offsets={TOPIC: 41}), lambda key: None)
     handler = RecordHandler(CONFIG, 1, FORWARD)
     assert handler.handle(state, TOPIC, 0, 41, b"k", LINE).redelivered
     outcome = handler.handle(state, TOPIC, 0, 42, b"k", LINE)

@@ -1,53 +1,64 @@
-"""The rules of the state protocol (stream/state.py): versioned records,
-checkpoints, burned batch numbers. The sequence that writes them is tested
-in test_commit.py."""
+"""A partition's state during a batch (stream/state.py): the overlay, the
+input offsets, and the changelog records a checkpoint writes. The sequence that
+sends them is tested in test_commit.py, the rule that reads them back in
+test_changelog.py."""
 
-from stream_app.stream.state import CHECKPOINT_KEY, CHECKPOINTS, PLAYERS, Checkpoint, PartitionState, resolve
+import orjson
+
+from stream_app.stream.changelog import Checkpoint, ChangelogReader, new_value, old_value
+from stream_app.stream.state import MATCHES, PLAYERS, PartitionState, store_key
 
 TOPIC = "match-results"
 
 
-def stored(store: dict, writes: list) -> None:
-    for table, key, value in writes:
-        store.setdefault(table, {})[key] = value
-
-
-def test_a_record_of_a_batch_that_never_committed_reads_as_its_previous_value():
-    store: dict = {}
-    state, record = PartitionState.take_up(0, lambda t, k: store.get(t, {}).get(k))
-    stored(store, [(CHECKPOINTS, CHECKPOINT_KEY, record)])
-    state.put(PLAYERS, b"l\x1fa", {"rating": 1.0})
-    writes, checkpoint = state.checkpoint_writes()
-    stored(store, [*writes, (CHECKPOINTS, CHECKPOINT_KEY, checkpoint)])
-    state.checkpointed(checkpoint)
+def test_a_batch_reads_its_own_writes_and_commits_them_only_at_its_checkpoint():
+    committed = {store_key(PLAYERS, b"l\x1fa"): orjson.dumps({"rating": 1.0})}
+    state = PartitionState(0, Checkpoint(epoch=3, batch=7), committed.get)
+    assert state.get(PLAYERS, b"l\x1fa") == {"rating": 1.0}
     state.put(PLAYERS, b"l\x1fa", {"rating": 2.0})
-    writes, _ = state.checkpoint_writes()
-    stored(store, writes)  # the crash: no checkpoint after these
-    reopened, _ = PartitionState.take_up(0, lambda t, k: store.get(t, {}).get(k))
-    assert reopened.get(PLAYERS, b"l\x1fa") == {"rating": 1.0}
-    # And the burned batch number keeps it uncommitted even after later checkpoints.
-    assert reopened.checkpoint.batch in reopened.checkpoint.aborted
-    later = Checkpoint(batch=reopened.checkpoint.batch + 5, aborted=reopened.checkpoint.aborted)
-    assert resolve(store[PLAYERS][b"l\x1fa"], later) == {"rating": 1.0}
-
-
-def test_a_versioned_record_holds_the_new_and_the_committed_value():
-    state = PartitionState(0, Checkpoint(batch=4), lambda t, k: None)
-    state.put(PLAYERS, b"k", {"rating": 3.0})
-    writes, checkpoint = state.checkpoint_writes()
-    [(table, key, value)] = writes
-    assert (table, key) == (PLAYERS, b"k")
-    assert resolve(value, Checkpoint(batch=5)) == {"rating": 3.0}
-    assert resolve(value, Checkpoint(batch=4)) is None  # before the batch: no committed value
-    assert resolve(value, Checkpoint(batch=6, aborted=[5])) is None
-    assert Checkpoint.decode(checkpoint).batch == 5
+    state.put(MATCHES, b"l\x1fm1", {"seq": 1})
+    assert state.get(PLAYERS, b"l\x1fa") == {"rating": 2.0}
+    assert state.committed_value((PLAYERS, b"l\x1fa")) == {"rating": 1.0}
+    rows, mark, after = state.checkpoint_writes()
+    # Each row has the owner's epoch and the next batch, the new value and the one before.
+    by_key = dict(rows)
+    record = by_key[store_key(PLAYERS, b"l\x1fa")]
+    assert orjson.loads(new_value(record)) == {"rating": 2.0} and orjson.loads(old_value(record)) == {"rating": 1.0}
+    assert old_value(by_key[store_key(MATCHES, b"l\x1fm1")]) is None
+    assert (after.epoch, after.batch) == (3, 8)
+    # Read back: the rows count only with their checkpoint.
+    reader = ChangelogReader(Checkpoint(epoch=3, batch=7, changelog=9))
+    for offset, (key, value) in enumerate([*rows, mark], start=10):
+        reader.feed(offset, key, value)
+        if offset == 11:
+            assert reader.take()[0] == {}
+    committed_rows, checkpoint = reader.take()
+    assert orjson.loads(committed_rows[store_key(PLAYERS, b"l\x1fa")]) == {"rating": 2.0}
+    assert (checkpoint.epoch, checkpoint.batch, checkpoint.changelog) == (3, 8, 12)
+    state.checkpointed(after)
+    assert state.get(PLAYERS, b"l\x1fa") == {"rating": 2.0} and not state.overlay
 
 
 def test_offsets_at_or_below_the_checkpoint_are_applied_and_the_next_one_is_expected():
-    state = PartitionState(0, Checkpoint(batch=3, offsets={TOPIC: 41}), lambda t, k: None)
+    state = PartitionState(0, Checkpoint(batch=3, offsets={TOPIC: 41}), lambda k: None)
     assert state.already_applied(TOPIC, 41) and not state.already_applied(TOPIC, 42)
     assert state.next_offset(TOPIC) == 42 and state.next_offset("other") is None
     state.note_offset(TOPIC, 42)
     assert state.already_applied(TOPIC, 42) and state.next_offset(TOPIC) == 43
-    _, checkpoint = state.checkpoint_writes()
-    assert Checkpoint.decode(checkpoint).offsets == {TOPIC: 42}
+    _, _, after = state.checkpoint_writes()
+    assert after.offsets == {TOPIC: 42}
+
+
+def test_keys_a_replaced_worker_wrote_are_written_again_with_the_owners_values():
+    committed = {store_key(PLAYERS, b"l\x1fa"): orjson.dumps({"rating": 1.0})}
+    state = PartitionState(0, Checkpoint(epoch=2, batch=1), committed.get)
+    state.put(PLAYERS, b"l\x1fb", {"rating": 5.0})
+    again = dict(state.rows_for({store_key(PLAYERS, b"l\x1fa"), store_key(PLAYERS, b"l\x1fb"),
+                                 store_key(PLAYERS, b"l\x1fz")}))
+    assert orjson.loads(new_value(again[store_key(PLAYERS, b"l\x1fa")])) == {"rating": 1.0}
+    assert orjson.loads(new_value(again[store_key(PLAYERS, b"l\x1fb")])) == {"rating": 5.0}
+    assert new_value(again[store_key(PLAYERS, b"l\x1fz")]) is None  # the owner has none: a deletion
+    state.repair = {store_key(PLAYERS, b"l\x1fa")}
+    rows, _, _ = state.checkpoint_writes()
+    assert {key for key, _ in rows} == {store_key(PLAYERS, b"l\x1fa"), store_key(PLAYERS, b"l\x1fb")}
+    assert not state.repair

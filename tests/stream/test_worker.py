@@ -1,6 +1,6 @@
-"""The batch loop (stream/worker.py) without Faust: in-memory tables and
-broker (tests/support/memory.py), and in the last test the real embedded
-broker for input."""
+"""The batch loop (stream/worker.py) without Faust: a real local store and an
+in-memory broker (tests/support/memory.py), and in the last test the real
+embedded broker for input."""
 
 from __future__ import annotations
 
@@ -16,22 +16,22 @@ from stream_app.stream import intake as intake_module
 from stream_app.stream import observe
 from stream_app.stream.api import Reads
 from stream_app.stream.intake import InputRecord, Intake
-from stream_app.stream.state import CHECKPOINT_KEY, CHECKPOINTS
+from stream_app.stream.store import LocalStore
 from stream_app.stream.worker import Worker
-from tests.support.memory import MemoryBroker, MemoryStore
+from tests.support.memory import MemoryBroker
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n[leagues."kart*"]\nalgorithm = "elo-pairwise"\n')
 SETTINGS = Settings(partitions=1)
 TOPIC = SETTINGS.match_topic
 
 
-def new_worker(settings: Settings = SETTINGS, options: dict | None = None) -> tuple[Worker, MemoryStore, MemoryBroker]:
-    store, broker = MemoryStore(), MemoryBroker(partitions=1)
-    worker = Worker(settings, CONFIG, store, broker, Intake(options or {}, settings.batch_max, wait_ms=100))
+def new_worker(directory, settings: Settings = SETTINGS, options: dict | None = None) -> tuple[Worker, LocalStore, MemoryBroker]:
+    store, broker = LocalStore(directory), MemoryBroker(partitions=1)
+    worker = Worker(settings, CONFIG, store, broker, broker, Intake(options or {}, settings.batch_max, wait_ms=100))
     return worker, store, broker
 
 
-def reads(worker: Worker, store: MemoryStore) -> Reads:
+def reads(worker: Worker, store: LocalStore) -> Reads:
     return Reads(store, worker.settings.partitions, worker.checkpoint)
 
 
@@ -57,8 +57,8 @@ def two_player(match_id: str, a: str, b: str, league: str = "chess") -> dict:
     return {"league": league, "match_id": match_id, "participants": [{"player": a, "rank": 1}, {"player": b, "rank": 2}]}
 
 
-async def test_a_batch_is_applied_published_and_checkpointed():
-    worker, store, broker = new_worker()
+async def test_a_batch_is_applied_published_and_checkpointed(tmp_path):
+    worker, store, broker = new_worker(tmp_path)
     docs = [
         two_player("1", "a", "b"),
         {"league": "chess", "match_id": "2", "participants": [{"player": "b", "rank": 1}, {"player": "c", "rank": 1}]},
@@ -76,16 +76,15 @@ async def test_a_batch_is_applied_published_and_checkpointed():
     assert sorted(letter["reason"] for letter in letters) == ["duplicate_match", "invalid_json"]
     assert worker.tally.duplicates == 1 and worker.tally.dead_letters == 2 and worker.tally.applied == 3
     # The checkpoint covers every offset, and input resumes after it.
-    checkpoint = orjson.loads(store.get(CHECKPOINTS, 0, CHECKPOINT_KEY))
-    assert checkpoint["offsets"] == {TOPIC: 4}
+    assert store.checkpoint(0).offsets == {TOPIC: 4}
     assert worker.positions([(TOPIC, 0)]) == {(TOPIC, 0): 5}
 
 
-async def test_input_skipped_by_the_consumer_is_read_directly_and_applied_in_order(monkeypatch):
+async def test_input_skipped_by_the_consumer_is_read_directly_and_applied_in_order(monkeypatch, tmp_path):
     """A record past the checkpoint (input jumped): the worker reads the skipped
     ones from the broker and applies them first, so the state is still exactly
     the replay of every event."""
-    worker, store, _ = new_worker()
+    worker, store, _ = new_worker(tmp_path)
     docs = [two_player(str(i), "ab"[i % 2], "cd"[i % 2]) for i in range(6)]
     log = records(docs)
     reads_asked = []
@@ -106,8 +105,8 @@ async def test_input_skipped_by_the_consumer_is_read_directly_and_applied_in_ord
     assert view.league("chess")["matches"] == 6 and worker.tally.applied == 6
 
 
-async def test_standings_are_cached_until_the_league_partition_commits_again():
-    worker, store, _ = new_worker()
+async def test_standings_are_cached_until_the_league_partition_commits_again(tmp_path):
+    worker, store, _ = new_worker(tmp_path)
     docs = [two_player(str(i), f"p{i}", f"p{i + 1}") for i in range(3)]
     log = records(docs)
 
@@ -124,20 +123,21 @@ async def test_standings_are_cached_until_the_league_partition_commits_again():
     assert view.standings("chess") == expected(3) != first
 
 
-async def test_a_batch_of_heavy_events_is_applied_in_checkpointed_parts():
+async def test_a_batch_of_heavy_events_is_applied_in_checkpointed_parts(tmp_path):
     docs = [{"league": "kart", "match_id": str(i), "participants": [
         {"player": f"p{j}", "rank": 1 + (i + j) % 5} for j in range(40)]} for i in range(5)]
     lines = [orjson.dumps(doc) for doc in docs]
     settings = Settings(partitions=1, batch_max_bytes=len(lines[0]) * 2)  # two events per part
-    worker, store, broker = new_worker(settings)
+    worker, store, broker = new_worker(tmp_path, settings)
     await worker.apply_batch(records(lines))
-    checkpoints = [orjson.loads(v) for _, v in broker.logs[(store.changelog_topic(CHECKPOINTS), 0)]]
-    # A take-up record, then one checkpoint per part: events 0-1, 2-3, 4.
-    assert [c["offsets"].get(TOPIC) for c in checkpoints] == [None, 1, 3, 4]
+    marks = [value for key, value in broker.logs[(settings.changelog_topic, 0)] if key[0] == 0]
+    # A take-up's fence, then one checkpoint per part: events 0-1, 2-3, 4.
+    assert [mark[:1] for mark in marks] == [b"F", b"C", b"C", b"C"]
+    assert [orjson.loads(mark[17:])[TOPIC] for mark in marks[1:]] == [1, 3, 4]
     assert_state_is_the_replay(reads(worker, store), docs)
 
 
-async def test_a_failed_batch_commits_nothing_and_the_loop_applies_it_once_from_the_checkpoint(broker, topics):
+async def test_a_failed_batch_commits_nothing_and_the_loop_applies_it_once_from_the_checkpoint(broker, topics, tmp_path):
     """The batch loop with real input: a batch whose commit fails (a send is refused)
     is abandoned, input goes back to the checkpoints, and every match counts once."""
     from aiokafka import AIOKafkaProducer
@@ -151,8 +151,8 @@ async def test_a_failed_batch_commits_nothing_and_the_loop_applies_it_once_from_
             await producer.send_and_wait(topics.match, orjson.dumps(doc), key=b"chess", partition=0)
     finally:
         await producer.stop()
-    worker, store, sent = new_worker(settings, {"bootstrap_servers": broker.bootstrap})
-    sent.fail_at = 6  # a send of the first commit (its state records)
+    worker, store, sent = new_worker(tmp_path, settings, {"bootstrap_servers": broker.bootstrap})
+    sent.fail_at = 3  # a send of the first commit (after the fence and the outputs: its rows)
     view = reads(worker, store)
     assert await worker.resume([(topics.match, 0)])
     try:

@@ -103,6 +103,18 @@ async def group_offsets(bootstrap: str, group: str, topic: str, partitions: int 
     return {p: offset for p, offset in offsets.items() if offset is not None}
 
 
+async def records_in(bootstrap: str, topic: str, partitions: int = 8) -> int:
+    """How many records the topic holds, by its partitions' end offsets (the embedded
+    broker reports an end up to one record batch short)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+    finally:
+        await consumer.stop()
+    return sum(ends.values())
+
+
 async def ensure_topics(broker_url: str, prefix: str, partitions: int = 8) -> None:
     """The service's three topics named after `prefix` (the worker would create them too)."""
     client = RatingsClient(broker_url, match_topic=f"{prefix}.matches", changes_topic=f"{prefix}.changes",

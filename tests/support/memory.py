@@ -1,6 +1,6 @@
-"""In-memory stand-ins for the broker and the local tables, implementing
-stream/commit.py's `Sender` and `Store`, so that the batch loop and the commit
-sequence run without Kafka, Faust or RocksDB.
+"""An in-memory stand-in for the broker, implementing stream/commit.py's
+`Sender` and `Changelog`, so that the batch loop and the commit sequence run
+without Kafka or Faust (on a real local store).
 
 The broker delivers each send after a random number of event-loop turns, in
 order within a topic partition and in any order across them, as Kafka may.
@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import defaultdict, deque
-from typing import Iterable, Iterator
-
-from stream_app.stream.state import CHECKPOINTS, STATE_TABLES
+from typing import AsyncIterator, Iterable
 
 
 class Crash(BaseException):
@@ -32,6 +30,7 @@ class MemoryBroker:
         self.crash_at: int | None = None  # this send and every later one raise Crash
         self.crash_on: str | None = None  # the first send to this topic, and every later send, raise Crash
         self.held: set[str] = set()  # topics whose sends stay in flight until released
+        self.reads = 0  # calls of read()
 
     async def partitions(self, topic: str) -> int:
         return self.partition_count
@@ -57,8 +56,9 @@ class MemoryBroker:
         elif self.in_flight[tp]:  # the oldest send of the partition: order within a partition holds
             records, ack = self.in_flight[tp].popleft()
             log = self.logs[tp]
+            first = len(log)
             log.extend(records)
-            ack.set_result(len(log) - 1)  # the offset of the last record
+            ack.set_result((first, len(log) - 1))  # the offsets of the first and last record
 
     def _lose_in_flight(self) -> None:
         for queue in self.in_flight.values():
@@ -69,41 +69,11 @@ class MemoryBroker:
     def values(self, topic: str) -> list[bytes]:
         return [value for (name, _), log in sorted(self.logs.items()) if name == topic for _, value in log]
 
-
-class MemoryStore:
-    """Local tables: one dict per table partition."""
-
-    def __init__(self, app_id: str = "ratings"):
-        self.app_id = app_id
-        self.data: dict[tuple[str, int], dict[bytes, bytes]] = defaultdict(dict)
-        self.persisted: dict[tuple[str, int], int] = {}
-
-    def get(self, table: str, partition: int, key: bytes) -> bytes | None:
-        return self.data[(table, partition)].get(key)
-
-    def scan(self, table: str, partition: int, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        data = self.data[(table, partition)]
-        for key in sorted(data):
-            if key.startswith(prefix):
-                yield key, data[key]
-
-    def write(self, table: str, partition: int, records: list[tuple[bytes, bytes]]) -> None:
-        self.data[(table, partition)].update(records)
-
-    def changelog_topic(self, table: str) -> str:
-        return f"{self.app_id}-{table}-changelog"
-
-    def persist_offsets(self, partition: int, offsets: dict[str, int]) -> None:
-        for table, offset in offsets.items():
-            self.persisted[(table, partition)] = offset
-
-    @classmethod
-    def restored(cls, broker: MemoryBroker, app_id: str = "ratings") -> "MemoryStore":
-        """An empty data directory restored from the changelogs: what the broker has, in order."""
-        store = cls(app_id)
-        for table in (*STATE_TABLES, CHECKPOINTS):
-            topic = store.changelog_topic(table)
-            for (name, partition), log in broker.logs.items():
-                if name == topic:
-                    store.write(table, partition, log)
-        return store
+    async def read(self, topic: str, partition: int, start: int, end: int) -> AsyncIterator[list[tuple[int, bytes, bytes]]]:
+        """Records start..end-1 in chunks, as a consumer fetches them (all must exist)."""
+        self.reads += 1
+        log = self.logs[(topic, partition)]
+        assert end <= len(log), f"reading {topic}[{partition}] up to {end - 1}: the log ends at {len(log) - 1}"
+        for chunk in range(start, end, 7):
+            await asyncio.sleep(0)
+            yield [(offset, *log[offset]) for offset in range(chunk, min(chunk + 7, end))]

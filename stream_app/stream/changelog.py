@@ -1,0 +1,175 @@
+"""The changelog: how a partition's state reaches Kafka, and the rule that reads it back.
+
+Pure: records in, committed rows out; no Kafka, no RocksDB. docs/design.md has
+the argument. One changelog topic, partitioned like the input: its partition P
+holds input partition P's state. Every record carries the epoch of the worker
+that wrote it (a number each take-up of the partition raises) and a batch number:
+
+- a row (kind D): a key's new value and its value before the batch;
+- a checkpoint (kind C): the batch is complete, with the input offsets applied;
+- a fence (kind F): a worker took the partition up with a higher epoch.
+
+Read in log order from a consistent point, the committed state follows one rule:
+- accepted so far: epoch E and its last batch B;
+- a row of an epoch below E comes from a replaced worker: dropped;
+- other rows wait for a checkpoint;
+- a fence of an epoch above E, or a checkpoint of epoch E (or above) and a batch
+  above B, is accepted: waiting rows of its epoch up to its batch are committed
+  with their new values; waiting rows of an older epoch were never committed,
+  their keys keep the value before;
+- any other fence or checkpoint is dropped (a replaced worker's, or a rival
+  take-up that came second).
+
+A worker takes a partition up by writing a fence and reading the log up to it:
+if the rule accepts its fence it owns the partition, with the state read. Each
+epoch's fence and checkpoints share one key, so a compacted topic keeps each
+epoch's last checkpoint.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import orjson
+
+ROW = 0x44  # b"D"
+CHECKPOINT = 0x43  # b"C"
+FENCE = 0x46  # b"F"
+
+_ROW_HEAD = struct.Struct(">QQI")  # epoch, batch, length of the new value
+_MARK_HEAD = struct.Struct(">QQ")  # epoch, batch
+EPOCH_KEY = b"\x00epoch"  # + the epoch: row keys never start with a zero byte
+
+
+@dataclass
+class Checkpoint:
+    """A partition's committed point: the epoch and batch, the input applied, and
+    the changelog record it stands at (-1: none)."""
+
+    epoch: int = 0
+    batch: int = 0
+    offsets: dict[str, int] = field(default_factory=dict)  # input topic -> last applied offset
+    changelog: int = -1
+
+    def applied(self, topic: str, offset: int) -> bool:
+        return offset <= self.offsets.get(topic, -1)
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"epoch": self.epoch, "batch": self.batch, "offsets": self.offsets,
+                             "changelog": self.changelog})
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> "Checkpoint":
+        if raw is None:
+            return cls()
+        doc = orjson.loads(raw)
+        return cls(doc["epoch"], doc["batch"], dict(doc["offsets"]), doc["changelog"])
+
+
+def epoch_key(epoch: int) -> bytes:
+    return EPOCH_KEY + epoch.to_bytes(8, "big")
+
+
+def row_record(epoch: int, batch: int, key: bytes, value: bytes | None, before: bytes | None) -> tuple[bytes, bytes]:
+    """A row: the key's new value and its committed value before the batch (None: none)."""
+    value = value or b""
+    return key, b"D" + _ROW_HEAD.pack(epoch, batch, len(value)) + value + (before or b"")
+
+
+def checkpoint_record(epoch: int, batch: int, offsets: dict[str, int]) -> tuple[bytes, bytes]:
+    return epoch_key(epoch), b"C" + _MARK_HEAD.pack(epoch, batch) + orjson.dumps(offsets)
+
+
+def fence_record(epoch: int) -> tuple[bytes, bytes]:
+    return epoch_key(epoch), b"F" + _MARK_HEAD.pack(epoch, 0)
+
+
+def epoch_of(value: bytes) -> int:
+    """The epoch of any changelog record."""
+    return int.from_bytes(value[1:9], "big")
+
+
+def is_mark(value: bytes) -> bool:
+    """A fence or a checkpoint (not a row)."""
+    return value[0] != ROW
+
+
+class ChangelogReader:
+    """The committed state of one partition, read from its changelog in log order.
+
+    Starts from a checkpoint (what a local store holds, or nothing); `feed` each
+    record from `position` on; `take` hands over the rows committed since the
+    last take together with the checkpoint they make up, ready to be stored in
+    one write."""
+
+    def __init__(self, checkpoint: Checkpoint | None = None):
+        self.checkpoint = checkpoint or Checkpoint()
+        self.position = self.checkpoint.changelog + 1  # the next offset to feed
+        self.waiting: list[tuple[int, int, bytes, bytes]] = []  # rows not yet checkpointed: (epoch, batch, key, record)
+        self.rows: dict[bytes, bytes | None] = {}  # committed since the last take (None: no value)
+        self.fenced = 0  # rows and marks of replaced workers dropped
+        self.accepted = 0  # fences and checkpoints accepted
+
+    def feed(self, offset: int, key: bytes, value: bytes) -> None:
+        self.position = offset + 1
+        kind = value[0]
+        if kind == ROW:
+            epoch, batch, _ = _ROW_HEAD.unpack_from(value, 1)
+            if epoch < self.checkpoint.epoch:
+                self.fenced += 1
+            else:
+                self.waiting.append((epoch, batch, key, value))
+            return
+        epoch, batch = _MARK_HEAD.unpack_from(value, 1)
+        current = self.checkpoint
+        if kind == FENCE:
+            if epoch <= current.epoch:
+                self.fenced += 1
+                return
+            self._accept(offset, epoch, current.batch, current.offsets, ours=0)
+        elif kind == CHECKPOINT:
+            if epoch < current.epoch or (epoch == current.epoch and batch <= current.batch):
+                self.fenced += 1
+                return
+            self._accept(offset, epoch, batch, orjson.loads(value[1 + _MARK_HEAD.size:]), ours=batch)
+        else:
+            raise ValueError(f"changelog record at offset {offset}: unknown kind {value[:1]!r}")
+
+    def _accept(self, offset: int, epoch: int, batch: int, offsets: dict[str, int], ours: int) -> None:
+        """A fence (ours=0) or a checkpoint of `batch` (ours=batch) of `epoch`."""
+        still: list[tuple[int, int, bytes, bytes]] = []
+        rows = self.rows
+        for row in self.waiting:
+            row_epoch, row_batch, key, record = row
+            if row_epoch == epoch and row_batch <= ours:
+                rows[key] = new_value(record)
+            elif row_epoch < epoch:  # its batch never completed: the value before it stands
+                rows[key] = old_value(record)
+            else:
+                still.append(row)
+        self.waiting = still
+        self.checkpoint = Checkpoint(epoch, batch, dict(offsets), offset)
+        self.accepted += 1
+
+    def take(self) -> tuple[dict[bytes, bytes | None], Checkpoint]:
+        rows, self.rows = self.rows, {}
+        return rows, self.checkpoint
+
+
+_VALUE_START = 1 + _ROW_HEAD.size
+
+
+def new_value(record: bytes) -> bytes | None:
+    """A row record's new value (None: none)."""
+    return record[_VALUE_START : _VALUE_START + _ROW_HEAD.unpack_from(record, 1)[2]] or None
+
+
+def old_value(record: bytes) -> bytes | None:
+    """A row record's value before its batch (None: none)."""
+    return record[_VALUE_START + _ROW_HEAD.unpack_from(record, 1)[2]:] or None
+
+
+def row_values(rows: list[tuple[bytes, bytes]]) -> dict[bytes, bytes | None]:
+    """The new values of row records, by key."""
+    return {key: new_value(record) for key, record in rows}

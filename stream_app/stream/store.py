@@ -1,0 +1,87 @@
+"""The worker's local state: one RocksDB database per partition, holding exactly
+the partition's last checkpoint.
+
+Each write is one RocksDB write batch of rows together with the checkpoint they
+make up, so the database is a consistent cut at every moment: after a crash
+(even of the machine: RocksDB's write-ahead log replays whole write batches or
+none) it holds some checkpoint's state, and the changelog past that
+checkpoint's record is all there is to read (stream/changelog.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch
+
+from .changelog import Checkpoint
+
+CHECKPOINT_KEY = b"\x00checkpoint"  # row keys never start with a zero byte
+
+# Per partition: two 8 MiB memtables; one block cache for all partitions.
+WRITE_BUFFER_BYTES = 8 * 1024 * 1024
+BLOCK_CACHE_BYTES = 32 * 1024 * 1024
+
+
+class LocalStore:
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._dbs: dict[int, Rdict] = {}
+        self._cache = Cache(BLOCK_CACHE_BYTES)
+
+    def _options(self) -> Options:
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        options.set_write_buffer_size(WRITE_BUFFER_BYTES)
+        options.set_max_write_buffer_number(2)
+        table = BlockBasedOptions()
+        table.set_block_cache(self._cache)
+        table.set_bloom_filter(10, False)
+        options.set_block_based_table_factory(table)
+        return options
+
+    def db(self, partition: int) -> Rdict:
+        db = self._dbs.get(partition)
+        if db is None:
+            path = self.directory / str(partition)
+            try:
+                db = self._dbs[partition] = Rdict(str(path), options=self._options())
+            except Exception as exc:  # another process holds it: say which directory
+                raise RuntimeError(f"cannot open the local state {path}: {exc} (is another worker using "
+                                   f"the same data directory?)") from exc
+        return db
+
+    def get(self, partition: int, key: bytes) -> bytes | None:
+        return self.db(partition).get(key)
+
+    def scan(self, partition: int, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        for key, value in self.db(partition).items(from_key=prefix):
+            if not key.startswith(prefix):
+                break
+            yield key, value
+
+    def checkpoint(self, partition: int) -> Checkpoint:
+        return Checkpoint.decode(self.get(partition, CHECKPOINT_KEY))
+
+    def write(self, partition: int, rows: dict[bytes, bytes | None], checkpoint: Checkpoint) -> None:
+        """Rows (None: delete the key) and their checkpoint, in one atomic write."""
+        batch = WriteBatch(raw_mode=True)
+        for key, value in rows.items():
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        batch.put(CHECKPOINT_KEY, checkpoint.encode())
+        self.db(partition).write(batch)
+
+    def size(self, partition: int) -> int:
+        """Bytes of the partition's database files on disk."""
+        path = self.directory / str(partition)
+        return sum(f.stat().st_size for f in path.glob("*") if f.is_file())
+
+    def close(self) -> None:
+        for db in self._dbs.values():
+            db.close()
+        self._dbs.clear()

@@ -1,0 +1,92 @@
+"""The rule that reads a partition's changelog back (stream/changelog.py):
+rows count with their checkpoint, a crashed batch leaves the values before it,
+a take-up fences the writers before it, and a rival take-up that comes second
+is not accepted."""
+
+import orjson
+
+from stream_app.stream.changelog import (Checkpoint, ChangelogReader, checkpoint_record, epoch_key, fence_record,
+                                         row_record)
+
+TOPIC = "match-results"
+
+
+def j(value) -> bytes:
+    return orjson.dumps(value)
+
+
+def read(records: list[tuple[bytes, bytes]], start: Checkpoint | None = None) -> tuple[dict, Checkpoint, int]:
+    reader = ChangelogReader(start)
+    for offset, (key, value) in enumerate(records, start=reader.position):
+        reader.feed(offset, key, value)
+    rows, checkpoint = reader.take()
+    return {key: None if value is None else orjson.loads(value) for key, value in rows.items()}, checkpoint, reader.fenced
+
+
+def test_rows_count_with_their_checkpoint_and_a_crashed_batch_leaves_the_values_before_it():
+    log = [
+        fence_record(1),
+        row_record(1, 1, b"pa", j(1), None),
+        row_record(1, 1, b"pb", j(10), None),
+        checkpoint_record(1, 1, {TOPIC: 4}),
+        row_record(1, 2, b"pa", j(2), j(1)),  # a batch that never completed
+        row_record(1, 2, b"pc", j(7), None),
+    ]
+    rows, checkpoint, _ = read(log)
+    assert rows == {b"pa": 1, b"pb": 10}
+    assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets, checkpoint.changelog) == (1, 1, {TOPIC: 4}, 3)
+    # The next owner's fence settles the crashed batch: its keys keep their values before it.
+    rows, checkpoint, _ = read([*log, fence_record(2)])
+    assert rows == {b"pa": 1, b"pb": 10, b"pc": None}
+    assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets) == (2, 1, {TOPIC: 4})
+
+
+def test_a_replaced_writers_late_records_are_ignored():
+    log = [
+        fence_record(1),
+        row_record(1, 1, b"pa", j(1), None),
+        checkpoint_record(1, 1, {TOPIC: 0}),
+        fence_record(2),  # another worker took over
+        row_record(2, 2, b"pa", j(3), j(1)),
+        row_record(1, 2, b"pa", j(2), j(1)),  # the replaced worker's late batch...
+        checkpoint_record(1, 2, {TOPIC: 1}),  # ...and its checkpoint
+        checkpoint_record(2, 2, {TOPIC: 1}),
+        row_record(1, 3, b"pb", j(9), None),
+    ]
+    rows, checkpoint, fenced = read(log)
+    assert rows == {b"pa": 3}
+    assert (checkpoint.epoch, checkpoint.batch, checkpoint.changelog) == (2, 2, 7)
+    assert fenced == 3
+
+
+def test_of_two_take_ups_with_one_epoch_the_first_in_the_log_wins():
+    log = [fence_record(4), fence_record(4), row_record(4, 1, b"pa", j(1), None), checkpoint_record(4, 1, {})]
+    _, checkpoint, fenced = read(log)
+    assert checkpoint.changelog == 3 and fenced == 1
+    reader = ChangelogReader()
+    for offset, (key, value) in enumerate(log[:2]):
+        reader.feed(offset, key, value)
+    assert reader.checkpoint.changelog == 0  # the second fence (offset 1) was not accepted
+
+
+def test_reading_on_from_a_stored_checkpoint_equals_reading_from_the_start():
+    log = [fence_record(1), row_record(1, 1, b"pa", j(1), None), checkpoint_record(1, 1, {TOPIC: 0}),
+           row_record(1, 2, b"pa", j(2), j(1)), row_record(1, 2, b"pb", j(5), None), checkpoint_record(1, 2, {TOPIC: 1}),
+           fence_record(2), row_record(2, 3, b"pb", j(6), j(5)), checkpoint_record(2, 3, {TOPIC: 2})]
+    whole, end, _ = read(log)
+    first, middle, _ = read(log[:3])
+    rest, end_again, _ = read(log[middle.changelog + 1:], middle)
+    assert {**first, **rest} == whole == {b"pa": 2, b"pb": 6}
+    assert end_again == end
+
+
+def test_a_compacted_changelog_keeps_each_epochs_last_checkpoint():
+    """Compaction keeps the last record of each key: each epoch's fence and
+    checkpoints share a key, so its last checkpoint stays and commits its rows."""
+    assert fence_record(3)[0] == checkpoint_record(3, 9, {})[0] == epoch_key(3) != epoch_key(4)
+    compacted = [row_record(1, 1, b"pa", j(1), None), checkpoint_record(1, 2, {TOPIC: 5}),
+                 row_record(2, 3, b"pb", j(2), None), row_record(2, 4, b"pc", j(3), None),
+                 checkpoint_record(2, 3, {TOPIC: 7})]
+    rows, checkpoint, _ = read(compacted)
+    assert rows == {b"pa": 1, b"pb": 2}  # batch 4 of epoch 2 has no checkpoint: pc waits
+    assert (checkpoint.epoch, checkpoint.batch) == (2, 3)
