@@ -10,9 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import mmr_bench, replay_bench, stream_bench
+from . import mmr_bench, recovery_bench, replay_bench, stream_bench
 
-BENCHES = {"replay": replay_bench.run, "mmr": mmr_bench.run, "stream": stream_bench.run}
+BENCHES = {"replay": replay_bench.run, "mmr": mmr_bench.run, "stream": stream_bench.run,
+           "recovery": recovery_bench.run}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,10 +15,9 @@ this benchmark starts and stops itself, next to a baseline from the same run:
    the whole file at once: the worker then applies it in parts of about
    2 MiB of input, each checkpointed), then leaderboard requests (limit 100
    and 10,000); the broker's RSS is watched (Tansu keeps every record in memory);
-6. worker peak RSS (VmHWM) and data directory size after (2) and (5);
-7. recovery: a fresh worker (empty data directory, same app id) rebuilding
-   10k, 100k and 1M player states from the changelogs: time to /health ready
-   and to its first newly applied match.
+6. worker peak RSS (VmHWM) and data directory size after (2) and (5).
+
+Recovery after a crash and failover are bench/recovery_bench.py's.
 
     python -m bench.stream_bench [--matches N] [--quick] [--only STAGE ...] [--profile SECONDS]
 
@@ -59,7 +58,7 @@ algorithm = "elo"
 [leagues."mmr-*"]
 algorithm = "elo-mmr"
 """
-STAGES = ("throughput", "latency", "mmr", "codeforces", "recovery")
+STAGES = ("throughput", "latency", "mmr", "codeforces")
 GIB = 1024**3
 
 
@@ -67,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.stream_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--matches", type=int, help="two-player matches for (1) and (2) (default 200,000; quick 20,000)")
     p.add_argument("--quick", action="store_true",
-                   help="smaller sizes: 20,000 matches, 10 s of latency, 2 rounds, recovery of 10k players, no Codeforces")
+                   help="smaller sizes: 20,000 matches, 10 s of latency, 2 rounds, no Codeforces")
     p.add_argument("--only", action="append", choices=STAGES, help="run only these stages (repeatable)")
     p.add_argument("--latency-rates", default="2000,500",
                    help="matches/s for (3), one run each (default %(default)s: the issue's rate, and one below saturation)")
@@ -80,7 +79,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--codeforces-timeout", type=float, default=2400.0, help="give up ingesting after this many s")
     p.add_argument("--broker-rss-limit-gb", type=float, default=10.0,
                    help="stop waiting for Codeforces ingestion if the broker's RSS passes this (default %(default)s)")
-    p.add_argument("--recovery-players", help="player counts for (7) (default 10000,100000,1000000; quick 10000)")
     p.add_argument("--profile", type=float, default=0.0, metavar="SECONDS",
                    help="py-spy the worker for this long during (2) (default: no profile)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data, profiles)")
@@ -90,7 +88,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.matches = args.matches or (20_000 if quick else 200_000)
     args.latency_seconds = args.latency_seconds or (10.0 if quick else 30.0)
     args.mmr_rounds = args.mmr_rounds or (2 if quick else 4)
-    args.recovery_players = args.recovery_players or ("10000" if quick else "10000,100000,1000000")
     args.stages = args.only or [s for s in STAGES if not (quick and s == "codeforces")]
     return args
 
@@ -372,73 +369,6 @@ class Bench:
         broker.stop()
         return result
 
-    # -- (7) -----------------------------------------------------------------------------
-
-    def recovery(self) -> dict[str, Any]:
-        broker = self.broker()
-        out = {}
-        for players in (int(s) for s in self.args.recovery_players.split(",")):
-            out[str(players)] = self.recover(broker, players)
-        broker.stop()
-        return out
-
-    def recover(self, broker: EmbeddedBroker, players: int) -> dict[str, Any]:
-        name = f"rec{players}"
-        topics = Topics(name)
-        asyncio.run(create_topics(broker.url, topics))
-        matches = players // 2
-        rng = random.Random(players)
-        asyncio.run(publish(broker.bootstrap, topics.match, distinct_matches(matches, "m", rng)))
-        builder = self.worker(broker, topics, name, f"{name}-build")
-        builder.wait(lambda h: h["first_applied_at"], 300, "first applied match")
-        health = builder.wait(lambda h: h["applied"] >= matches, matches / 100 + 600, f"{matches:,} applied",
-                              lambda h: f"recovery {players:,}: building, {h['applied']:,} of {matches:,} applied")
-        build_s = time.time() - health["first_applied_at"]
-        log(f"recovery {players:,}: state built ({matches:,} matches in {build_s:.0f} s, {matches / build_s:,.0f}/s)")
-        built = {"peak_rss_bytes": vm_hwm(builder.pid), "data_dir_bytes": dir_size(builder.data_dir)}
-        code = self.stop(builder)
-        # New matches wait in the topic for the fresh worker: its first applied match.
-        asyncio.run(publish(broker.bootstrap, topics.match, distinct_matches(LEAGUES, "after", rng)))
-        fresh = self.worker(broker, topics, name, f"{name}-fresh")
-        ready = fresh.wait(lambda h: h["ready"], 3600, "ready", lambda h: f"recovery {players:,}: restoring ({h['phase']})",
-                           interval=0.1)
-        ready_s = time.time() - fresh.started
-        marks = fresh.log_marks({"assigned": "Setting newly assigned partitions",
-                                 "restore_started": "Restoring state from changelog topics",
-                                 "restore_read": "Done reading from changelog topics"}, until="Worker ready")
-        health = fresh.wait(lambda h: h["applied"] >= LEAGUES, 600, "the new matches applied")
-        first_s = health["first_applied_at"] - fresh.started
-        total = 0
-        for k in range(LEAGUES):
-            _, info = fresh.get(f"/leagues/rec-{k:02d}", timeout=60)
-            total += info.get("players", 0) if isinstance(info, dict) else 0
-        log(f"recovery {players:,}: fresh worker ready after {ready_s:.1f} s, first new match applied after {first_s:.1f} s; "
-            f"{total:,} players served (expected {players + 2 * LEAGUES:,})")
-        result = {
-            "players": players, "matches": matches, "build_s": build_s, "build_matches_per_s": matches / build_s,
-            "builder_exit_code": code, "builder": built, "wiped_local_state": ready.get("wiped_local_state"),
-            "start_to_ready_s": ready_s, "start_to_first_applied_s": first_s,
-            "log_marks_s": marks,
-            "changelog_read_s": marks["restore_read"] - marks["restore_started"] if {"restore_read", "restore_started"} <= set(marks) else None,
-            "players_after_recovery": total, "players_expected": players + 2 * LEAGUES,
-            "fresh_peak_rss_bytes": vm_hwm(fresh.pid), "fresh_data_dir_bytes": dir_size(fresh.data_dir),
-        }
-        self.stop(fresh)
-        return result
-
-
-def distinct_matches(count: int, prefix: str, rng: random.Random) -> list[tuple[bytes, bytes]]:
-    """`count` two-player matches over 50 leagues, every player in exactly one match."""
-    records = []
-    for j in range(count):
-        league = f"rec-{j % LEAGUES:02d}"
-        first = rng.random() < 0.5
-        doc = {"match_id": f"{prefix}{j}", "league": league,
-               "participants": [{"player": f"{prefix}{j}a", "rank": 1 if first else 2},
-                                {"player": f"{prefix}{j}b", "rank": 2 if first else 1}]}
-        records.append((league.encode(), orjson.dumps(doc)))
-    return records
-
 
 async def ceiling_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> float:
     """Consume, rate (Elo, k 32, on a dict), produce one event per participant, commit
@@ -571,12 +501,6 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                      f"broker RSS {_mb(cf['broker_rss_bytes'])}"))
     elif cf:
         rows.append(("(5) Codeforces", "skipped", cf["skipped"]))
-    for players, r in (results.get("recovery") or {}).items():
-        read = r["changelog_read_s"]
-        rows.append((f"(7) recovery of {int(players):,} players: start to ready / first applied",
-                     f"{r['start_to_ready_s']:.1f} s / {r['start_to_first_applied_s']:.1f} s",
-                     (f"changelogs read in {read:.1f} s; " if read is not None else "")
-                     + f"{r['players_after_recovery']:,} of {r['players_expected']:,} players back"))
     return rows
 
 
@@ -592,8 +516,7 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict[str, Any]:
     bench = Bench(args)
     results: dict[str, Any] = {"quick": args.quick}
     log(f"stream bench: stages {', '.join(args.stages)}; work directory {bench.tmp}")
-    stages = [("throughput", bench.throughput), ("live", bench.latency_and_mmr), ("codeforces", bench.codeforces),
-              ("recovery", bench.recovery)]
+    stages = [("throughput", bench.throughput), ("live", bench.latency_and_mmr), ("codeforces", bench.codeforces)]
     try:
         for name, stage in stages:
             if name not in args.stages and not (name == "live" and {"latency", "mmr"} & set(args.stages)):

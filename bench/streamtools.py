@@ -83,9 +83,9 @@ class Worker(WorkerProcess):
     """The tests' `ratings worker` child process, with what the benchmarks read of it: progress, log marks, problems."""
 
     def __init__(self, broker_url: str, topics: Topics, app_id: str, data_dir: Path, config: Path, log_dir: Path,
-                 name: str):
+                 name: str, extra_args: list[str] = ()):
         self.started = time.time()
-        super().__init__(broker_url, topics.cli_args(), app_id, data_dir, config, log_dir, name)
+        super().__init__(broker_url, topics.cli_args(), app_id, data_dir, config, log_dir, name, extra_args=extra_args)
 
     def wait(self, condition: Callable[[dict[str, Any]], Any], timeout: float, what: str,
              progress: Callable[[dict[str, Any]], str] | None = None, every: float = 15.0,

@@ -14,6 +14,7 @@ import orjson
 
 from ..settings import DEFAULTS
 from .flags import (LIST_PROBLEMS, Problems, add_common_flags, command, env, league_config, port, positive_int,
+                    positive_seconds,
                     settings_from)
 
 
@@ -251,7 +252,7 @@ def add_commands(sub: Any) -> None:
     p = command(sub, "worker", cmd_worker, "run a stream worker (Faust) that applies match results and serves the HTTP API")
     add_common_flags(p, web=True, data_dir=True, config=True)
     p.add_argument("--app-id", default=env("RATINGS_APP_ID", DEFAULTS.app_id),
-                   help="consumer group and prefix of the tables' changelog topics [RATINGS_APP_ID] (default %(default)s)")
+                   help="consumer group and prefix of the state's changelog topic [RATINGS_APP_ID] (default %(default)s)")
     p.add_argument(
         "--advertised-url",
         default=env("RATINGS_ADVERTISED_URL", None),
@@ -265,6 +266,21 @@ def add_commands(sub: Any) -> None:
         help="input records applied between two checkpoints, at most [RATINGS_BATCH_MAX] (default %(default)s); "
         "larger batches cost fewer checkpoints per match, smaller ones less latency under load",
     )
+    p.add_argument(
+        "--session-timeout",
+        type=positive_seconds,
+        default=env("RATINGS_SESSION_TIMEOUT", DEFAULTS.session_timeout),
+        help="seconds after which the group gives a silent worker's partitions to others [RATINGS_SESSION_TIMEOUT] "
+        "(default %(default)s); most of a failover's time",
+    )
+    p.add_argument("--stop-timeout", type=positive_seconds,
+                   default=env("RATINGS_STOP_TIMEOUT", DEFAULTS.stop_timeout),
+                   help="seconds a batch in progress gets to finish at a rebalance or a stop [RATINGS_STOP_TIMEOUT] "
+                   "(default %(default)s); a stop that takes 5 s longer (the broker is gone) exits the process")
+    p.add_argument("--heartbeat-interval", type=positive_seconds,
+                   default=env("RATINGS_HEARTBEAT_INTERVAL", DEFAULTS.heartbeat_interval),
+                   help="seconds between heartbeats to the group [RATINGS_HEARTBEAT_INTERVAL] (default %(default)s); "
+                   "a third of the session timeout or less")
     p.add_argument("--loglevel", default="info", help="log level (default info)")
 
     p = command(sub, "leaderboard", cmd_leaderboard, "print a league's leaderboard from a worker's HTTP API")

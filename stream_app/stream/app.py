@@ -31,6 +31,7 @@ from . import kafka_io, observe
 from .api import Api, Reads
 from .intake import Intake
 from .restore import KafkaChangelog
+from .standby import Standby
 from .store import LocalStore
 from .worker import Worker
 
@@ -70,6 +71,7 @@ class WorkerApp:
         intake = Intake(self.kafka_options(), settings.batch_max, wait_ms=int(settings.batch_wait * 1000))
         self.worker = Worker(settings, self.config, self.store, kafka_io.ProducerSender(self.app),
                              KafkaChangelog(self.kafka_options()), intake)
+        self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic)
         self.reads = Reads(self.store, settings.partitions, self.worker.checkpoint)
         self.api = Api(self.reads, self.config, self.owns, self.owner_url, self.ready, self.health)
         self.api.routes(self.app)
@@ -160,6 +162,7 @@ class WorkerApp:
         # Faust waits for this before the group moves on, so the next owner of a
         # partition cannot start before this worker's batch in progress is done.
         await self._stop_resuming()
+        await self.standby.stop()
         await self.worker.pause()
         observe.set_state("recovering")
         # Gauges of partitions and leagues this worker may no longer own: the
@@ -169,6 +172,7 @@ class WorkerApp:
 
     async def _on_assigned(self, app: Any, assigned: set[TP], **_: Any) -> None:
         await self._stop_resuming()
+        await self.standby.stop()
         await self.worker.pause()
         observe.ASSIGNED_PARTITIONS.set(sum(tp.topic == self.settings.match_topic for tp in assigned))
         # Every input partition owned now (the assignor has the whole assignment).
@@ -176,12 +180,14 @@ class WorkerApp:
         # Faust's callback. Input resumes only if no pause (a newer rebalance) comes first.
         owned = [(tp.topic, tp.partition) for tp in self.app.assignor.assigned_actives()
                  if tp.topic in self.settings.input_topics]
-        self._resuming = asyncio.ensure_future(self._resume(owned, self.worker.intake.generation))
+        standby = {tp.partition for tp in self.app.assignor.assigned_standbys() if tp.topic == self.settings.match_topic}
+        self._resuming = asyncio.ensure_future(self._resume(owned, standby, self.worker.intake.generation))
 
-    async def _resume(self, owned: list[tuple[str, int]], generation: int | None) -> None:
+    async def _resume(self, owned: list[tuple[str, int]], standby: set[int], generation: int | None) -> None:
         try:
             if await self.worker.resume(owned, generation):
                 log.info("taking input from %d partitions after their checkpoints", len(owned))
+                self.standby.follow(standby - {partition for _, partition in owned})
         except asyncio.CancelledError:
             raise
         except Exception:  # the broker went away while reading: the next rebalance or a restart tries again
@@ -192,6 +198,7 @@ class WorkerApp:
         if self.exit_after is not None:
             _exit_if_stop_hangs(self.exit_after)
         await self._stop_resuming()
+        await self.standby.stop()
         await self.worker.stop()
         await self.api.close()
         self.store.close()
@@ -217,7 +224,9 @@ class WorkerApp:
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "ready": self.ready(), **self.worker.tally.counts(), "assigned_partitions": self._owned(),
-                "restored_records": self.worker.committer.restored, "phase": self.worker.phase}
+                "standby_partitions": self.standby.partitions, "restored_records": self.worker.committer.restored,
+                "take_up_seconds": self.worker.take_up_seconds,
+                "phase": self.worker.phase}
 
     # -- timers -------------------------------------------------------------------------
     async def _refresh_gauges(self) -> None:

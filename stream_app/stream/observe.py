@@ -63,6 +63,8 @@ TAKE_UP_SECONDS = Histogram(
     "ratings_take_up_seconds", "Time to take a partition up: fence, read the changelog past the local checkpoint",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, float("inf")),
 )
+STANDBY_PARTITIONS = Gauge("ratings_standby_partitions", "Partitions whose changelog this worker follows as their standby")
+STANDBY_RECORDS = Counter("ratings_standby_changelog_records_total", "Changelog records of standby partitions followed")
 FENCED_RECORDS = Counter(
     "ratings_fenced_changelog_records_total",
     "Changelog records of replaced workers (late writes after another worker took their partition over)",

@@ -46,6 +46,7 @@ class Worker:
         self.partitions: dict[int, PartitionState] = {}  # taken up since the last rebalance
         self.failures = 0
         self.resumed = False  # every owned partition is taken up and input flows
+        self.take_up_seconds: float | None = None  # the last take-up of the partitions owned
         self.phase = "idle"  # shown by /health and SIGUSR1: diagnosing a stall
         self._task: asyncio.Task | None = None
 
@@ -117,7 +118,9 @@ class Worker:
     async def take_up(self, partitions: set[int] | list[int]) -> None:
         """Take these partitions up now (those not taken up yet), concurrently."""
         self.phase = f"taking up {len(partitions)} partitions"
+        started = time.perf_counter()
         await asyncio.gather(*(self._take_up(partition) for partition in sorted(partitions)))
+        self.take_up_seconds = time.perf_counter() - started
         self.phase = "waiting for a batch"
 
     async def _take_up(self, partition: int) -> PartitionState:

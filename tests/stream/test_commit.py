@@ -26,7 +26,7 @@ from stream_app.stream.commit import Fenced
 from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.records import league_partition
 from stream_app.stream.state import LEAGUES, PLAYERS, TABLE_PREFIX
-from stream_app.stream.store import CHECKPOINT_KEY, LocalStore
+from stream_app.stream.store import LocalStore
 from stream_app.stream.worker import Worker
 from tests.support.memory import Crash, MemoryBroker
 

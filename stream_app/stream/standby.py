@@ -1,0 +1,106 @@
+"""Standby partitions: the changelogs of partitions another worker owns, followed
+into the local store, so that taking one over reads only the last moments of
+its changelog instead of all of it.
+
+Faust's assignor places each input partition's standby on another worker
+(`table_standby_replicas`) and, when an owner leaves, gives its partitions to
+their standbys. The follower reads those changelog partitions as they grow,
+through the same rule as a take-up (stream/changelog.py), and stores what it
+commits with its checkpoint, so the local store of a standby partition is a
+consistent cut at every moment, as an owned one is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from . import observe
+from .changelog import ChangelogReader
+from .commit import FLUSH_ROWS
+from .intake import RANGE_FETCH
+from .store import LocalStore
+
+log = logging.getLogger(__name__)
+
+FLUSH_SECONDS = 1.0  # a followed partition's local checkpoint is at most about this far behind
+RETRY_SECONDS = 5.0
+
+
+class Standby:
+    def __init__(self, store: LocalStore, options: dict[str, Any], changelog_topic: str):
+        self.store = store
+        self.options = options  # aiokafka connection options
+        self.topic = changelog_topic
+        self.partitions: list[int] = []
+        self.records = 0  # changelog records followed
+        self._task: asyncio.Task | None = None
+
+    def follow(self, partitions: set[int] | list[int]) -> None:
+        """Follow these partitions' changelogs from their local checkpoints (call `stop` first)."""
+        self.partitions = sorted(partitions)
+        observe.STANDBY_PARTITIONS.set(len(self.partitions))
+        if self.partitions:
+            self._task = asyncio.create_task(self._run(self.partitions), name="ratings-standby")
+
+    async def stop(self) -> None:
+        """Stop following; whatever was committed is stored first."""
+        task, self._task = self._task, None
+        self.partitions = []
+        observe.STANDBY_PARTITIONS.set(0)
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self, partitions: list[int]) -> None:
+        while True:
+            try:
+                await self._follow(partitions)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the broker went away: try again from the local checkpoints
+                log.exception("following standby partitions %s failed: again in %.0f s", partitions, RETRY_SECONDS)
+                await asyncio.sleep(RETRY_SECONDS)
+
+    async def _follow(self, partitions: list[int]) -> None:
+        readers = {p: ChangelogReader(self.store.checkpoint(p)) for p in partitions}
+        stored = {p: reader.checkpoint.changelog for p, reader in readers.items()}
+        flushed = {p: time.monotonic() for p in partitions}
+
+        def flush(p: int) -> None:
+            reader = readers[p]
+            self.store.write(p, *reader.take())
+            stored[p], flushed[p] = reader.checkpoint.changelog, time.monotonic()
+
+        consumer = AIOKafkaConsumer(enable_auto_commit=False, **{**RANGE_FETCH, "fetch_max_wait_ms": 200}, **self.options)
+        await consumer.start()
+        try:
+            tps = {TopicPartition(self.topic, p): p for p in partitions}
+            consumer.assign(list(tps))
+            for tp, p in tps.items():
+                consumer.seek(tp, readers[p].position)
+            while True:
+                fetched = await consumer.getmany(timeout_ms=500)
+                for tp, records in fetched.items():
+                    reader = readers[tps[tp]]
+                    for r in records:
+                        reader.feed(r.offset, r.key, r.value)
+                    self.records += len(records)
+                    observe.STANDBY_RECORDS.inc(len(records))
+                now = time.monotonic()
+                for p, reader in readers.items():
+                    if reader.checkpoint.changelog != stored[p] and (
+                            len(reader.rows) >= FLUSH_ROWS or now - flushed[p] >= FLUSH_SECONDS):
+                        flush(p)
+        finally:
+            for p, reader in readers.items():  # keep what was read: a take-up starts from there
+                if reader.checkpoint.changelog != stored[p]:
+                    flush(p)
+            await consumer.stop()

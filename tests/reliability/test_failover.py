@@ -1,0 +1,90 @@
+"""Two workers under a steady stream, each the standby of the other's
+partitions: the standby is killed and restarted, then the owner is killed and
+its partitions are applied again on the survivor, which reads only the tail
+of their changelog. The final state is exactly the replay and every rating
+change the replay implies is published, no other."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+import pytest
+
+from stream_app.events import event_id, parse_match
+from stream_app.leagues import LeagueConfig
+from stream_app.offline.replay import Ledger
+from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, read_all, records_in, topic_args as topics_of
+from tests.support.leagues import CONFIG, assert_same_state, league_matches, match_counts, stream_events
+from tests.support.names import unique_name
+from tests.support.workers import WorkerProcess, assigned, wait_for
+
+pytestmark = pytest.mark.reliability
+FAST_GROUP = ["--session-timeout", "6", "--heartbeat-interval", "0.5"]
+
+
+def test_the_standby_takes_over_a_killed_owners_partitions_without_a_full_restore(broker, tmp_path):
+    prefix = unique_name("failover")
+    topic_args = topics_of(prefix)
+    config_path = tmp_path / "leagues.toml"
+    config_path.write_text(CONFIG)
+    events = stream_events(seed=41)
+    ledger = Ledger(LeagueConfig.from_toml(CONFIG))
+    expected_ids = set()
+    for line in map(orjson.dumps, events):
+        match = parse_match(line)
+        if ledger.apply(match) is not None:
+            expected_ids.update(event_id(match.league, match.match_id, p.player) for p in match.participants)
+    counts = match_counts(ledger)
+    asyncio.run(ensure_topics(broker.url, prefix))
+
+    def worker(name: str) -> WorkerProcess:
+        return WorkerProcess(broker.url, topic_args, prefix, tmp_path / name, config_path, name=name,
+                             extra_args=FAST_GROUP)
+
+    def split(x: WorkerProcess, y: WorkerProcess) -> bool:
+        """Both serve, the partitions split between them, each the other's standby."""
+        hx, hy = x.health(), y.health()
+        return bool(hx and hy and hx["ready"] and hy["ready"] and hx["assigned_partitions"]
+                    and set(hx["assigned_partitions"]) | set(hy["assigned_partitions"]) == set(range(8))
+                    and set(hx["standby_partitions"]) == set(hy["assigned_partitions"])
+                    and set(hy["standby_partitions"]) == set(hx["assigned_partitions"]))
+
+    publisher = SteadyPublisher(broker.bootstrap, f"{prefix}.matches", keyed(events), seconds=90.0)
+    a, b = worker("a"), worker("b-0")
+    try:
+        wait_for(lambda: split(a, b), 120, "two workers, each the other's standby", workers=[a, b])
+        publisher.start()
+        wait_for(lambda: (a.health() or {}).get("applied", 0) > 0, 60, "matches applied", workers=[a, b])
+        # Kill the standby and bring it back on its data directory: it follows again from its checkpoints.
+        time.sleep(5)
+        b.kill()
+        b = worker("b-0")
+        wait_for(lambda: split(a, b), 120, "the standby back", workers=[a, b])
+        time.sleep(5)
+        # Kill the owner mid-stream: the standby takes its partitions over.
+        owned_by_a = set(a.health()["assigned_partitions"])
+        restored_before = b.health()["restored_records"]
+        a.kill()
+        killed = time.monotonic()
+        wait_for(lambda: assigned(b) == set(range(8)), 60, "the survivor to own every partition", workers=[b])
+        took_over = time.monotonic() - killed
+        changelog = asyncio.run(records_in(broker.bootstrap, f"{prefix}-state-changelog"))
+        read = b.health()["restored_records"] - restored_before
+        # Only the tail past the standby's last checkpoints (a restore from the start reads them all).
+        assert read < 0.2 * changelog * len(owned_by_a) / 8, (read, changelog)
+        publisher.join(120)
+        assert publisher.error is None, publisher.error
+        wait_for(lambda: all(league_matches(b, league) == n for league, n in counts.items()), 240,
+                 "the stream to drain", workers=[b])
+        assert_same_state(b, ledger)
+        changes = asyncio.run(read_all(broker.bootstrap, f"{prefix}.changes", 8, len(expected_ids), timeout=60, drain=True))
+        published = {c["event_id"] for c in changes}
+        assert published == expected_ids, f"{len(expected_ids - published)} missing, {len(published - expected_ids)} extra"
+        print(f"failover: {sorted(owned_by_a)} owned by the killed worker, all applying again on the survivor "
+              f"after {took_over:.1f} s; it read {read} of {changelog} changelog records")
+    finally:
+        publisher.join(1)
+        for w in (a, b):
+            w.stop()
