@@ -30,3 +30,24 @@ def test_worker_batch_max_comes_from_the_flag_or_the_environment_and_must_be_pos
     with pytest.raises(SystemExit):
         build_parser().parse_args(["worker", "--batch-max", "0"])
     assert "--batch-max: must be at least 1 (got 0)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, variable, field, default", [
+    ("--session-timeout", "RATINGS_SESSION_TIMEOUT", "session_timeout", 10.0),
+    ("--heartbeat-interval", "RATINGS_HEARTBEAT_INTERVAL", "heartbeat_interval", 1.0),
+    ("--stop-timeout", "RATINGS_STOP_TIMEOUT", "stop_timeout", 30.0),
+])
+def test_worker_group_and_stop_seconds_reach_the_settings_and_must_be_positive(flag, variable, field, default,
+                                                                               monkeypatch, capsys):
+    from stream_app.cli import build_parser
+    from stream_app.cli.flags import settings_from
+
+    monkeypatch.delenv(variable, raising=False)
+    assert getattr(settings_from(build_parser().parse_args(["worker"])), field) == default
+    assert getattr(settings_from(build_parser().parse_args(["worker", flag, "2.5"])), field) == 2.5
+    monkeypatch.setenv(variable, "7")
+    assert getattr(settings_from(build_parser().parse_args(["worker"])), field) == 7.0
+    for bad in ("0", "-1", "soon"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["worker", flag, bad])
+        assert flag in capsys.readouterr().err

@@ -225,7 +225,8 @@ class WorkerApp:
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "ready": self.ready(), **self.worker.tally.counts(), "assigned_partitions": self._owned(),
                 "standby_partitions": self.standby.partitions, "restored_records": self.worker.committer.restored,
-                "take_up_seconds": self.worker.take_up_seconds,
+                "take_up_seconds": self.worker.take_up_seconds, "fenced_records": self.worker.committer.fenced,
+                "found_replaced": self.worker.committer.replaced,
                 "phase": self.worker.phase}
 
     # -- timers -------------------------------------------------------------------------

@@ -74,6 +74,8 @@ class Committer:
         self.topic = changelog_topic
         self.output_topics = output_topics  # Output.kind -> topic
         self.restored = 0  # changelog records read by take-ups
+        self.fenced = 0  # changelog records of replaced workers seen
+        self.replaced = 0  # batches that found this worker replaced
 
     # -- taking a partition up ---------------------------------------------------------
     async def take_up(self, partition: int) -> PartitionState:
@@ -105,6 +107,7 @@ class Committer:
                 self.store.write(partition, *reader.take())
         self.store.write(partition, *reader.take())
         observe.FENCED_RECORDS.inc(reader.fenced)
+        self.fenced += reader.fenced
         reader.fenced = 0
 
     def reader(self, partition: int):
@@ -161,11 +164,14 @@ class Committer:
         keys: set[bytes] = set()
         async for records in self.changelog.read(self.topic, state.partition, start, end):
             for _, key, value in records:
-                observe.FENCED_RECORDS.inc()
+                epoch = epoch_of(value)
+                if epoch > state.epoch:
+                    self.replaced += 1
+                    raise Fenced(f"partition {state.partition}: taken over at epoch {epoch}")
+                observe.FENCED_RECORDS.inc()  # a replaced worker's late write
+                self.fenced += 1
                 if not is_mark(value):
                     keys.add(key)
-                elif epoch_of(value) > state.epoch:
-                    raise Fenced(f"partition {state.partition}: taken over at epoch {epoch_of(value)}")
         return keys
 
     async def _send_outputs(self, outputs: list[Output]) -> list[Awaitable[tuple[int, int]]]:

@@ -309,3 +309,49 @@ async def test_a_replaced_workers_stalled_batch_landing_late_changes_nothing(lan
     for value in broker.values(SETTINGS.changes_topic):
         by_id[orjson.loads(value)["event_id"]].add(value)
     assert set(by_id) == ids and all(len(values) == 1 for values in by_id.values())
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_a_crash_in_the_middle_of_a_restore_keeps_what_was_read_and_the_next_take_up_goes_on(
+        seed, tmp_path, monkeypatch):
+    """A worker restoring from the changelog into an empty data directory is killed
+    part-way; its local store is then some accepted checkpoint (never a mix), and a
+    restart on the same directory reads on from there and ends at the changelog's state."""
+    from stream_app.stream import commit
+
+    monkeypatch.setattr(commit, "FLUSH_ROWS", 5)  # a write batch every few rows: many consistent cuts
+    log = input_log(seed)
+    ledger, _ = expected(log)
+    broker = MemoryBroker(partitions=PARTITIONS, seed=seed)
+    writer = new_worker(LocalStore(tmp_path / "writer"), broker)
+    rng = random.Random(seed)
+    batch = next_batch(writer, log, rng)
+    while batch or not all(writer.positions([(TOPIC, p)])[(TOPIC, p)] == len(log[p]) for p in log):
+        await writer.apply_batch(batch)
+        batch = next_batch(writer, log, rng)
+    store = LocalStore(tmp_path / "restoring")
+    crashes = 0
+    for attempt in range(50):
+        broker.chunks_read = 0
+        broker.crash_reading_at = rng.randint(1, 30) if attempt < 6 else None
+        worker = new_worker(store, broker)
+        try:
+            await worker.take_up(list(log))
+            break
+        except Crash:
+            crashes += 1
+            store = reopened(store)
+            for partition in log:  # what a killed restore left: the changelog's state as of its checkpoint
+                checkpoint = store.checkpoint(partition)
+                if checkpoint.changelog < 0:
+                    assert not list(store.scan(partition, b""))  # nothing stored yet
+                    continue
+                reader = ChangelogReader()
+                for offset, (key, value) in enumerate(broker.logs[(CHANGELOG, partition)][:checkpoint.changelog + 1]):
+                    reader.feed(offset, key, value)
+                rows, at = reader.take()
+                assert at == checkpoint
+                assert {k: v for k, v in store.scan(partition, b"")} == {
+                    **{k: v for k, v in rows.items() if v is not None}, b"\x00checkpoint": checkpoint.encode()}
+    assert crashes >= 3
+    assert_committed_state_is(local(store), ledger)

@@ -31,6 +31,8 @@ class MemoryBroker:
         self.crash_on: str | None = None  # the first send to this topic, and every later send, raise Crash
         self.held: set[str] = set()  # topics whose sends stay in flight until released
         self.reads = 0  # calls of read()
+        self.crash_reading_at: int | None = None  # read() raises Crash after delivering this many chunks in all
+        self.chunks_read = 0
 
     async def partitions(self, topic: str) -> int:
         return self.partition_count
@@ -76,4 +78,7 @@ class MemoryBroker:
         assert end <= len(log), f"reading {topic}[{partition}] up to {end - 1}: the log ends at {len(log) - 1}"
         for chunk in range(start, end, 7):
             await asyncio.sleep(0)
+            if self.crash_reading_at is not None and self.chunks_read >= self.crash_reading_at:
+                raise Crash(f"crashed reading {topic}[{partition}] at offset {chunk}")
+            self.chunks_read += 1
             yield [(offset, *log[offset]) for offset in range(chunk, min(chunk + 7, end))]
