@@ -106,3 +106,63 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
               + ", ".join(map(str, restored)))
     finally:
         worker.stop()
+
+
+def test_a_restore_killed_part_way_goes_on_from_what_it_stored(broker, tmp_path):
+    """A worker restoring a large changelog onto an empty data directory is
+    SIGKILLed in the middle of it, twice; restarted on that directory it reads
+    only the rest, and serves exactly the replay."""
+    from tests.support.kafka import publish
+    from tests.support.leagues import replay_state
+    from tests.support.workers import assigned
+
+    prefix = unique_name("restore")
+    topic_args = topics_of(prefix)
+    config_path = tmp_path / "leagues.toml"
+    config_path.write_text(CONFIG)
+    rng = random.Random(61)
+    events = [{"league": f"big-{j % 40:02d}", "match_id": f"m{j:06d}",
+               "participants": [{"player": f"p{a}", "rank": 1}, {"player": f"p{b}", "rank": 2}]}
+              for j, (a, b) in enumerate(rng.sample(range(1500), 2) for _ in range(120_000))]
+    ledger, _ = replay_state([orjson.dumps(e) for e in events], LeagueConfig.from_toml(CONFIG))
+    counts = match_counts(ledger)
+    asyncio.run(ensure_topics(broker.url, prefix))
+    asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(events)))
+    fast = ["--session-timeout", "6", "--heartbeat-interval", "0.5"]
+
+    def drained(worker: WorkerProcess) -> bool:
+        return all(league_matches(worker, league) == n for league, n in counts.items())
+
+    builder = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "built", config_path, name="builder",
+                            extra_args=fast)
+    worker = builder
+    try:
+        wait_for(lambda: drained(builder), 300, "the stream applied", workers=[builder])
+        builder.kill()
+        changelog = asyncio.run(records_in(broker.bootstrap, f"{prefix}-state-changelog"))
+        killed_restoring = 0
+        for attempt in range(6):
+            worker = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "restoring", config_path,
+                                   name=f"r{attempt}", extra_args=fast)
+            if killed_restoring == 2:
+                break
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                health = worker.health() or {}
+                if health.get("phase", "").startswith("taking up"):
+                    time.sleep(rng.uniform(0.0, 0.3))
+                    killed_restoring += not (worker.health() or {}).get("ready", False)
+                    break
+                if health.get("ready"):
+                    break
+                time.sleep(0.01)
+            worker.kill()
+        assert killed_restoring == 2, "no kill hit a restore in progress"
+        wait_for(lambda: set(assigned(worker)) == set(range(8)), 120, "the last restart to be ready", workers=[worker])
+        read = worker.health()["restored_records"]
+        assert read < changelog, (read, changelog)  # it went on from what the killed restores stored
+        assert_same_state(worker, ledger)
+        print(f"restore killed twice part-way; the last restart read {read:,} of {changelog:,} changelog records")
+    finally:
+        worker.stop()
+        builder.stop()
