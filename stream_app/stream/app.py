@@ -184,14 +184,20 @@ class WorkerApp:
         self._resuming = asyncio.ensure_future(self._resume(owned, standby, self.worker.intake.generation))
 
     async def _resume(self, owned: list[tuple[str, int]], standby: set[int], generation: int | None) -> None:
-        try:
-            if await self.worker.resume(owned, generation):
-                log.info("taking input from %d partitions after their checkpoints", len(owned))
-                self.standby.follow(standby - {partition for _, partition in owned})
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # the broker went away while reading: the next rebalance or a restart tries again
-            log.exception("taking partitions up failed")
+        delay = 1.0
+        while True:
+            try:
+                if await self.worker.resume(owned, generation):
+                    log.info("taking input from %d partitions after their checkpoints", len(owned))
+                    self.standby.follow(standby - {partition for _, partition in owned})
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the broker went away while reading: the partitions' stores keep what was read
+                log.exception("taking partitions up failed: trying again in %.0f s", delay)
+                self.worker.abandon()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
 
     async def _stop_input(self) -> None:
         observe.set_state("stopping")

@@ -286,25 +286,27 @@ async def test_a_replaced_workers_stalled_batch_landing_late_changes_nothing(lan
             await zombie
         fenced_rows = sum(1 for key, value in broker.logs[(CHANGELOG, partition)] if value[:1] == b"D"
                           and int.from_bytes(value[1:9], "big") == 1)
-    await b.apply_batch(records[10:20])
-    if lands == "after the new owner's batch":
-        stalled.running.set()
-        with pytest.raises(Fenced):
-            await zombie
-    await b.apply_batch(records[20:])
-    assert b.partitions[partition].epoch == 2  # B was never fenced itself
-    ledger, ids = expected({partition: records})
-    assert_committed_state_is(local(store), ledger)
-    assert_committed_state_is(logged(broker), ledger)
-    # A's rows landed after B's fence (the reader drops them); B wrote their keys again,
-    # so that a compacted changelog (the last record of each key) keeps B's values.
+    # B's first batch is smaller than A's stalled one: A wrote keys B's batch does not write.
+    await b.apply_batch(records[10:13])
     if lands == "between the new owner's fence and batch":
+        # A's rows landed after B's fence (the reader drops them); B wrote their keys again
+        # in that same batch, so that a compacted changelog (the last record of each key)
+        # keeps B's values.
         assert fenced_rows > 0
         changelog = broker.logs[(CHANGELOG, partition)]
         fence = changelog.index(fence_record(2))
         late = {key for key, value in changelog[fence:] if value[:1] == b"D" and value[1:9] == (1).to_bytes(8, "big")}
         last_writer = {key: value[1:9] for key, value in changelog if key in late}
         assert late and set(last_writer.values()) == {(2).to_bytes(8, "big")}
+    if lands == "after the new owner's batch":
+        stalled.running.set()
+        with pytest.raises(Fenced):
+            await zombie
+    await b.apply_batch(records[13:])
+    assert b.partitions[partition].epoch == 2  # B was never fenced itself
+    ledger, ids = expected({partition: records})
+    assert_committed_state_is(local(store), ledger)
+    assert_committed_state_is(logged(broker), ledger)
     by_id = defaultdict(set)
     for value in broker.values(SETTINGS.changes_topic):
         by_id[orjson.loads(value)["event_id"]].add(value)
