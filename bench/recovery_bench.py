@@ -30,10 +30,10 @@ import orjson
 from stream_app.broker import EmbeddedBroker
 from tests.support.kafka import SteadyPublisher, records_in
 from tests.support.names import Topics
+from tests.support.workers import FAST_GROUP
 
 from .streamtools import PARTITIONS, Worker, create_topics, dir_size, log, publish, vm_hwm
 
-FAST_GROUP = ["--session-timeout", "6", "--heartbeat-interval", "0.5"]
 LEAGUE = "big"
 
 

@@ -33,6 +33,7 @@ from .intake import Intake
 from .restore import KafkaChangelog
 from .standby import Standby
 from .store import LocalStore
+from .tasks import cancel
 from .worker import Worker
 
 log = logging.getLogger(__name__)
@@ -151,12 +152,7 @@ class WorkerApp:
     # -- rebalances ---------------------------------------------------------------------
     async def _stop_resuming(self) -> None:
         task, self._resuming = self._resuming, None
-        if task is not None and not task.done():
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel(task)
 
     async def _on_revoked(self, app: Any, revoked: set[TP], **_: Any) -> None:
         # Faust waits for this before the group moves on, so the next owner of a

@@ -94,9 +94,7 @@ class Committer:
         self.restored += reader.position - first
         observe.RESTORED.inc(reader.position - first)
         observe.TAKE_UP_SECONDS.observe(time.perf_counter() - started)
-        state = PartitionState(partition, reader.checkpoint, self.reader(partition))
-        state.changelog_next = fence_at + 1
-        return state
+        return PartitionState(partition, reader.checkpoint, self.reader(partition))  # at our fence
 
     async def catch_up(self, partition: int, reader: ChangelogReader, end: int) -> None:
         """Feed the reader the changelog up to `end` (exclusive), storing what it commits."""

@@ -24,6 +24,7 @@ from .changelog import ChangelogReader
 from .commit import FLUSH_ROWS
 from .intake import RANGE_FETCH
 from .store import LocalStore
+from .tasks import cancel
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +53,7 @@ class Standby:
         task, self._task = self._task, None
         self.partitions = []
         observe.STANDBY_PARTITIONS.set(0)
-        if task is not None and not task.done():
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel(task)
 
     async def _run(self, partitions: list[int]) -> None:
         while True:

@@ -26,6 +26,7 @@ from .intake import Intake, Positions
 from .records import RecordHandler, is_duplicate
 from .state import PartitionState
 from .store import LocalStore
+from .tasks import cancel
 
 log = logging.getLogger(__name__)
 
@@ -196,9 +197,4 @@ class Worker:
 
     async def _cancel(self) -> None:
         task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel(task)

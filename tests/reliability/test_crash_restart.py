@@ -14,12 +14,11 @@ import orjson
 import pytest
 
 from stream_app.leagues import LeagueConfig
-from stream_app.events import event_id, parse_match
-from stream_app.offline.replay import Ledger
 from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, read_all, records_in, topic_args as topics_of
-from tests.support.leagues import CONFIG, assert_same_state, league_matches, match_counts, stream_events
+from tests.support.leagues import (CONFIG, assert_same_state, league_matches, match_counts, replay_with_event_ids,
+                                  stream_events)
 from tests.support.names import unique_name
-from tests.support.workers import WorkerProcess, wait_for
+from tests.support.workers import FAST_GROUP, WorkerProcess, wait_for
 
 
 pytestmark = pytest.mark.reliability
@@ -32,15 +31,8 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
     topic_args = topics_of(prefix)
     config_path = tmp_path / "leagues.toml"
     config_path.write_text(CONFIG)
-    config = LeagueConfig.from_toml(CONFIG)
     events = stream_events(seed=11 + fresh_dir)
-    lines = [orjson.dumps(e) for e in events]
-    ledger = Ledger(config)
-    expected_ids = set()
-    for line in lines:
-        match = parse_match(line)
-        if ledger.apply(match) is not None:
-            expected_ids.update(event_id(match.league, match.match_id, p.player) for p in match.participants)
+    ledger, expected_ids = replay_with_event_ids(events, LeagueConfig.from_toml(CONFIG))
     counts = match_counts(ledger)
     total = sum(counts.values())
 
@@ -128,13 +120,12 @@ def test_a_restore_killed_part_way_goes_on_from_what_it_stored(broker, tmp_path)
     counts = match_counts(ledger)
     asyncio.run(ensure_topics(broker.url, prefix))
     asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(events)))
-    fast = ["--session-timeout", "6", "--heartbeat-interval", "0.5"]
 
     def drained(worker: WorkerProcess) -> bool:
         return all(league_matches(worker, league) == n for league, n in counts.items())
 
     builder = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "built", config_path, name="builder",
-                            extra_args=fast)
+                            extra_args=FAST_GROUP)
     worker = builder
     try:
         wait_for(lambda: drained(builder), 300, "the stream applied", workers=[builder])
@@ -143,7 +134,7 @@ def test_a_restore_killed_part_way_goes_on_from_what_it_stored(broker, tmp_path)
         killed_restoring = 0
         for attempt in range(6):
             worker = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "restoring", config_path,
-                                   name=f"r{attempt}", extra_args=fast)
+                                   name=f"r{attempt}", extra_args=FAST_GROUP)
             if killed_restoring == 2:
                 break
             deadline = time.monotonic() + 120

@@ -11,19 +11,16 @@ import os
 import signal
 import time
 
-import orjson
 import pytest
 
-from stream_app.events import event_id, parse_match
 from stream_app.leagues import LeagueConfig
-from stream_app.offline.replay import Ledger
 from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, read_all, topic_args as topics_of
-from tests.support.leagues import CONFIG, assert_same_state, league_matches, match_counts, stream_events
+from tests.support.leagues import (CONFIG, assert_same_state, league_matches, match_counts, replay_with_event_ids,
+                                  stream_events)
 from tests.support.names import unique_name
-from tests.support.workers import WorkerProcess, assigned, wait_for
+from tests.support.workers import FAST_GROUP, WorkerProcess, assigned, wait_for
 
 pytestmark = pytest.mark.reliability
-FAST_GROUP = ["--session-timeout", "6", "--heartbeat-interval", "0.5"]
 
 
 @pytest.mark.parametrize("seed", [51, 52])
@@ -33,12 +30,7 @@ def test_a_frozen_owner_thawed_after_its_partitions_moved_changes_nothing(broker
     config_path = tmp_path / "leagues.toml"
     config_path.write_text(CONFIG)
     events = stream_events(seed=seed)
-    ledger = Ledger(LeagueConfig.from_toml(CONFIG))
-    expected_ids = set()
-    for line in map(orjson.dumps, events):
-        match = parse_match(line)
-        if ledger.apply(match) is not None:
-            expected_ids.update(event_id(match.league, match.match_id, p.player) for p in match.participants)
+    ledger, expected_ids = replay_with_event_ids(events, LeagueConfig.from_toml(CONFIG))
     counts = match_counts(ledger)
     asyncio.run(ensure_topics(broker.url, prefix))
     a = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "a", config_path, name="a", extra_args=FAST_GROUP)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import random
 
-from stream_app.events import parse_match
+import orjson
+
+from stream_app.events import event_id, parse_match
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
@@ -80,6 +82,17 @@ def replay_state(lines: list[bytes], config: LeagueConfig) -> tuple[Ledger, int]
             continue
         ledger.changes_published += len(changes or [])
     return ledger, bad
+
+
+def replay_with_event_ids(events: list[dict], config: LeagueConfig) -> tuple[Ledger, set[str]]:
+    """The replay of the events, and the id of every rating-changed event it implies."""
+    ledger = Ledger(config)
+    ids: set[str] = set()
+    for event in events:
+        match = parse_match(orjson.dumps(event))
+        if ledger.apply(match) is not None:
+            ids.update(event_id(match.league, match.match_id, p.player) for p in match.participants)
+    return ledger, ids
 
 
 def match_counts(ledger: Ledger) -> dict[str, int]:
