@@ -12,6 +12,10 @@ A TOML file:
 
     [leagues."codeforces"]
     algorithm = "elo-mmr"
+    min_matches = 5           # what the service does with the ratings (LeagueOptions);
+    max_uncertainty = 150     # every other key is a parameter of the rating system
+    inactive_days = 180
+    history_max = 1000
 
 Without a file every league uses `elo` with its defaults. Every mistake
 (unknown algorithm, unknown key, wrong type, value out of range) is an error
@@ -21,6 +25,7 @@ at start-up naming the file, the table and the key.
 from __future__ import annotations
 
 import fnmatch
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +39,34 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class LeagueOptions:
+    """What the service does with a league's ratings, apart from the rating system.
+
+    A player is provisional with fewer than `min_matches` matches or an
+    uncertainty above `max_uncertainty`; inactive when their last match is more
+    than `inactive_days` older than the league's latest match. Provisional and
+    inactive players are not ranked. `history_max` bounds the rating changes
+    kept per player (None: all; 0: none)."""
+
+    history_max: int | None = None
+    min_matches: int = 0
+    max_uncertainty: float | None = None
+    inactive_days: float | None = None
+
+    @property
+    def inactive_seconds(self) -> float | None:
+        return None if self.inactive_days is None else self.inactive_days * 86400.0
+
+
+OPTION_KEYS = ("history_max", "min_matches", "max_uncertainty", "inactive_days")
+
+
+@dataclass(frozen=True)
 class LeagueRule:
     pattern: str  # "*" for [default]
     algorithm: str
     system: RatingSystem
+    options: LeagueOptions = LeagueOptions()
 
 
 class LeagueConfig:
@@ -97,6 +126,9 @@ class LeagueConfig:
     def system_for(self, league: str) -> RatingSystem:
         return self.rule_for(league).system
 
+    def options_for(self, league: str) -> LeagueOptions:
+        return self.rule_for(league).options
+
 
 def _rule(pattern: str, table: str, values: dict[str, Any], source: str) -> LeagueRule:
     values = dict(values)
@@ -107,8 +139,32 @@ def _rule(pattern: str, table: str, values: dict[str, Any], source: str) -> Leag
         raise ConfigError(
             f"{source}: {table} key 'algorithm': unknown algorithm {algorithm!r} (known: {', '.join(sorted(SYSTEMS))})"
         )
+    options = {key: values.pop(key) for key in OPTION_KEYS if key in values}
     try:
         system = make_system(algorithm, values)
+        league_options = _options(options, algorithm, system)
     except ParamError as exc:
         raise ConfigError(f"{source}: {table} key {exc.key!r}: {exc.rule}") from None
-    return LeagueRule(pattern, algorithm, system)
+    return LeagueRule(pattern, algorithm, system, league_options)
+
+
+def _options(values: dict[str, Any], algorithm: str, system: RatingSystem) -> LeagueOptions:
+    def integer(key: str) -> int | None:
+        value = values.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ParamError(key, f"must be an integer >= 0 (got {value!r})")
+        return value
+
+    def positive(key: str) -> float | None:
+        value = values.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ParamError(key, f"must be a number > 0 (got {value!r})")
+        return float(value)
+
+    if "max_uncertainty" in values and not system.has_uncertainty:
+        having = ", ".join(sorted(name for name, cls in SYSTEMS.items() if cls.has_uncertainty))
+        raise ParamError("max_uncertainty", f"{algorithm!r} ratings have no uncertainty (systems with one: {having})")
+    return LeagueOptions(history_max=integer("history_max"), min_matches=integer("min_matches") or 0,
+                         max_uncertainty=positive("max_uncertainty"), inactive_days=positive("inactive_days"))

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from .engine import InvalidMatch, Match, PlayerState, RatingChange, RatingSystem
-from .events import BadEvent
+from .engine import InvalidMatch, Match, Participant, PlayerState, RatingChange, RatingSystem
+from .events import BadEvent, format_time
 from .leagues import LeagueConfig
 
 
@@ -28,8 +28,9 @@ class LeagueState(Protocol):
     def players(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerState | None]:
         """Each named player's state (None: not rated in the league yet)."""
 
-    def save(self, match: Match, changes: list[RatingChange], record: dict[str, Any]) -> None:
-        """Store the match as applied: the players' new states and the league's new record."""
+    def save(self, match: Match, changes: list[RatingChange], record: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        """Store the match as applied: the players' new states, the league's new record
+        and each participant's history entry (none when the league keeps no history)."""
 
 
 class DuplicateMatch(BadEvent):
@@ -47,6 +48,23 @@ class Applied:
     prior: list[PlayerState | None]  # each participant's state before the match (None: a newcomer)
     changes: list[RatingChange]  # in participant order
     record: dict[str, Any]  # the league's record after the match
+    history: list[dict[str, Any]]  # each participant's history entry, in participant order (or none)
+
+
+CAUSE_MATCH = "match"  # a history entry written by a match applied
+
+
+def history_entry(match: Match, participant: Participant, change: RatingChange, occurred_at: str | None,
+                  cause: str = CAUSE_MATCH) -> dict[str, Any]:
+    """One rating change of a player's history. `seq` numbers a player's entries in
+    the league from 1: a match's entry is the player's match count after it."""
+    entry = {"seq": change.after.matches, "match_id": match.match_id, "occurred_at": occurred_at,
+             "rank": participant.rank, "rating_before": change.before.rating, "rating_after": change.after.rating}
+    uncertainty = change.after.uncertainty
+    if uncertainty is not None:
+        entry["uncertainty"] = uncertainty
+    entry["cause"] = cause
+    return entry
 
 
 def apply_match(config: LeagueConfig, state: LeagueState, match: Match) -> Applied:
@@ -77,5 +95,15 @@ def apply_match(config: LeagueConfig, state: LeagueState, match: Match) -> Appli
     before = [system.initial_state() if found is None else found for found in prior] if newcomers else prior
     changes = system.rate(match, before)
     after = {"algorithm": rule.algorithm, "matches": record["matches"] + 1, "players": record["players"] + newcomers}
-    state.save(match, changes, after)
-    return Applied(rule.algorithm, match, prior, changes, after)
+    latest = record.get("latest_time")
+    if match.time is not None and (latest is None or match.time > latest):
+        latest = match.time
+    if latest is not None:  # the league's latest occurred_at: inactivity counts from it
+        after["latest_time"] = latest
+    history = []
+    if rule.options.history_max != 0:
+        occurred_at = None if match.time is None else format_time(match.time)
+        history = [history_entry(match, participant, change, occurred_at)
+                   for participant, change in zip(match.participants, changes)]
+    state.save(match, changes, after, history)
+    return Applied(rule.algorithm, match, prior, changes, after, history)

@@ -34,6 +34,16 @@ def format_leaderboard(league: str, players: dict[str, dict[str, Any]], limit: i
     return "\n".join(lines)
 
 
+def history_writer(out: Any) -> Any:
+    """Writes each history entry as a JSON line: {"league", "player", ...the entry}."""
+    write, dumps = out.write, orjson.dumps
+
+    def entry(league: str, player: str, change: dict[str, Any]) -> None:
+        write(dumps({"league": league, "player": player, **change}) + b"\n")
+
+    return entry
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     ledger = Ledger(league_config(args.config))
     problems = Problems(args.quiet)
@@ -43,14 +53,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
         accuracy = Accuracy()
         ledger.observer = accuracy.observe
+    history = None
     try:
+        if args.history:
+            history = open(args.history, "wb")
+            ledger.history = history_writer(history)
         report = replay(args.input, ledger, strict=args.strict, on_problem=problems.add)
     except ReplayError as exc:
         print(f"ratings replay: {args.input}: {exc} (stopped: --strict)", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"ratings replay: {args.input}: {exc.strerror}", file=sys.stderr)
+        print(f"ratings replay: {exc.filename or args.input}: {exc.strerror}", file=sys.stderr)
         return 1
+    finally:
+        if history is not None:
+            history.close()
     problems.summary("invalid lines")
     if accuracy is not None:
         from ..offline.accuracy import format_report
@@ -153,6 +170,9 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--strict", action="store_true", help="stop at the first invalid line (exit status 1)")
     p.add_argument("--indent", action="store_true", help="indent the JSON output")
     p.add_argument("--quiet", "-q", action="store_true", help="do not list invalid lines (the summary still counts them)")
+    p.add_argument("--history", metavar="FILE",
+                   help="write every rating change as a JSON line (league, player, seq, match_id, occurred_at, rank, "
+                        "rating_before, rating_after, uncertainty, cause): the history the stream keeps")
     p.add_argument(
         "--metrics-json",
         metavar="FILE",

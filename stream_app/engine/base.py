@@ -78,6 +78,11 @@ class PlayerState(ABC):
         """What users see: rating, matches and the system's extras."""
         return {"rating": self.rating, "matches": self.matches}
 
+    @property
+    def uncertainty(self) -> float | None:
+        """How unsure the rating is, on the rating's scale (None: the system has no such figure)."""
+        return None
+
 
 # Values dataclasses.asdict returns as they are (it copies everything else).
 _PLAIN_TYPES = frozenset({int, float, str, bool, type(None)})
@@ -165,6 +170,7 @@ class RatingSystem(ABC, Generic[S]):
     name: ClassVar[str]
     Params: ClassVar[type[Params]]
     State: ClassVar[type[PlayerState]]
+    has_uncertainty: ClassVar[bool] = False  # its states' `uncertainty` is a number
 
     def __init__(self, params: Params | None = None):
         self.params = params if params is not None else self.Params()

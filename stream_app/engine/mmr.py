@@ -256,6 +256,10 @@ class MmrState(PlayerState):
         return tuple(w * scale for w in self.perf_w_out)
 
     @property
+    def uncertainty(self) -> float:
+        return self.sigma
+
+    @property
     def display_rating(self) -> float:
         # The reference's conservative estimate: 3 deviations above the limit.
         return self.rating - 3.0 * (self.sigma - self.sig_limit)
@@ -442,6 +446,7 @@ def _hermite(grid_x0: float, h: float, f: np.ndarray, fp: np.ndarray, x: np.ndar
 
 class _EloMmrBase(RatingSystem[MmrState]):
     State = MmrState
+    has_uncertainty = True
     gaussian: ClassVar[bool]
     params: EloMmxParams
 

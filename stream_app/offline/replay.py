@@ -42,6 +42,8 @@ class Ledger:
         self.duplicates = 0
         # Called with (match, prior states, None for newcomers) after each applied match.
         self.observer: Callable[[Match, list[PlayerState | None]], None] | None = None
+        # Called with (league, player, entry) for each history entry (`ratings replay --history`).
+        self.history: Callable[[str, str, dict[str, Any]], None] | None = None
 
     def apply(self, match: Match) -> list[RatingChange] | None:
         """Apply one match; None if its match_id was already applied in its league."""
@@ -67,8 +69,11 @@ class Ledger:
         players = self.leagues.get(league)
         return [None] * len(names) if players is None else list(map(players.get, names))
 
-    def save(self, match: Match, changes: list[RatingChange], record: dict[str, Any]) -> None:
+    def save(self, match: Match, changes: list[RatingChange], record: dict[str, Any], history: list[dict[str, Any]]) -> None:
         league = match.league
+        if self.history is not None:
+            for change, entry in zip(changes, history):
+                self.history(league, change.player, entry)
         players = self.leagues.get(league)
         if players is None:
             players = self.leagues[league] = {}

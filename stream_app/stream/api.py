@@ -1,82 +1,68 @@
-"""The HTTP API: committed reads of the tables, the standings cache, and the
-views, each answering for its own leagues and forwarding the rest to the
-worker that owns them.
+"""The HTTP API: the views, each answering for its own leagues and forwarding
+the rest to the worker that owns them. What they read is in stream/reads.py.
 
-Reads see committed state only: the local store holds each partition's last
-checkpoint (stream/store.py), never a batch in progress.
+Every parameter is checked before anything is read: a bad one is a 400 whose
+message names it and its rule.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import time
 from typing import Any, Callable
 
 import orjson
 from aiohttp import ClientError, ClientSession, ClientTimeout
 from faust.web import Request, Response, View
 
-from ..events import ID_RULE, is_id
+from ..events import ID_RULE, format_time, is_id
 from ..leagues import LeagueConfig
-from .changelog import Checkpoint
+from ..standings import Standing, Standings
+from . import observe
+from .reads import Reads
 from .records import league_partition
-from .state import LEAGUES, PLAYERS, league_prefix, player_key, store_key
-from .store import LocalStore
+from .state import player_state
+from .ui import ui_routes
 
 MAX_LEADERBOARD_LIMIT = 100_000
-STANDINGS_CACHED = 64  # leagues whose sorted standings are kept (see `standings`)
+MAX_RADIUS = 1_000
+MAX_HISTORY_LIMIT = 1_000
+MAX_SEQ = 2**63  # history seqs are stored in 8 bytes
 ROUTED_HEADER = "X-Ratings-Routed"  # a request forwarded by another worker: answer it here
 
 
-class Reads:
-    """Committed league and player records of the partitions this worker owns."""
+class Refused(Exception):
+    """An answer other than 200: the status and the message."""
 
-    def __init__(self, store: LocalStore, partitions: int, checkpoint: Callable[[int], Checkpoint]):
-        self.store = store
-        self.partitions = partitions
-        self.checkpoint = checkpoint  # partition -> its last checkpoint
-        # league -> ((epoch, batch), rows)
-        self._standings: dict[str, tuple[tuple[int, int], list[tuple[str, float, int]]]] = {}
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
-    def _committed(self, table: str, league: str, key: bytes) -> dict[str, Any] | None:
-        raw = self.store.get(league_partition(league, self.partitions), store_key(table, key))
-        return None if raw is None else orjson.loads(raw)
 
-    def league(self, league: str) -> dict[str, Any] | None:
-        return self._committed(LEAGUES, league, league.encode())
+def int_param(request: Request, name: str, default: int | None, low: int, high: int) -> int | None:
+    text = request.query.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise Refused(400, f"{name}: must be an integer from {low} to {high} (got {text[:40]!r})")
+    return value
 
-    def player(self, league: str, player: str) -> dict[str, Any] | None:
-        return self._committed(PLAYERS, league, player_key(league, player))
 
-    def league_players(self, league: str) -> list[tuple[str, dict[str, Any]]]:
-        prefix = store_key(PLAYERS, league_prefix(league))
-        records = self.store.scan(league_partition(league, self.partitions), prefix)
-        return [(key[len(prefix):].decode(), orjson.loads(value)) for key, value in records]
-
-    def leagues(self, partition: int) -> list[tuple[str, dict[str, Any]]]:
-        """Every league record of a partition."""
-        prefix = store_key(LEAGUES, b"")
-        return [(key[len(prefix):].decode(), orjson.loads(value)) for key, value in self.store.scan(partition, prefix)]
-
-    def standings(self, league: str) -> list[tuple[str, float, int]]:
-        """(player, rating, matches) by rating, highest first. Kept until the league's
-        partition commits its next batch: reading and decoding every player of a big
-        league takes seconds (docs/performance.md)."""
-        checkpoint = self.checkpoint(league_partition(league, self.partitions))
-        version = (checkpoint.epoch, checkpoint.batch)
-        cached = self._standings.get(league)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        rows = sorted(((name, state["rating"], state["matches"]) for name, state in self.league_players(league)),
-                      key=lambda row: (-row[1], row[0]))
-        if len(self._standings) >= STANDINGS_CACHED:
-            self._standings.clear()
-        self._standings[league] = (version, rows)
-        return rows
+def id_param(name: str, value: str) -> str:
+    if not is_id(value):
+        raise Refused(400, f"{name}: {ID_RULE}")
+    return value
 
 
 class Api:
-    """The views. `owner` says which worker's URL owns a partition (None: this one
-    or nobody, see `owns`); `ready` whether this worker may answer now."""
+    """The views. `owner_url` says which worker's URL owns a partition; `owns` whether
+    this worker does; `ready` whether this worker may answer now."""
 
     def __init__(self, reads: Reads, config: LeagueConfig, owns: Callable[[int], bool],
                  owner_url: Callable[[int], str | None], ready: Callable[[], bool], health: Callable[[], dict]):
@@ -90,6 +76,7 @@ class Api:
 
     def routes(self, app: Any) -> None:
         api = self
+        ui_routes(app)
 
         @app.page("/health")
         class Health(View):
@@ -102,82 +89,196 @@ class Api:
                 ready = api.ready()
                 return _json(self, {"ready": ready}, 200 if ready else 503)
 
+        @app.page("/leagues")
+        class Leagues(View):
+            async def get(self, request: Request) -> Response:
+                return await api.answer(self, "leagues", lambda: api.all_leagues(request))
+
         @app.page("/leagues/{league}")
         class League(View):
             async def get(self, request: Request, league: str) -> Response:
-                return await api.serve(self, request, league, lambda: api.league(self, league))
+                return await api.serve(self, request, "league", league, lambda: api.league(league))
 
         @app.page("/leagues/{league}/leaderboard")
         class Leaderboard(View):
             async def get(self, request: Request, league: str) -> Response:
-                return await api.serve(self, request, league, lambda: api.leaderboard(self, request, league))
+                return await api.serve(self, request, "leaderboard", league, lambda: api.leaderboard(request, league))
 
         @app.page("/leagues/{league}/players/{player}")
         class Player(View):
             async def get(self, request: Request, league: str, player: str) -> Response:
-                if not is_id(player):
-                    return _error(self, 400, f"player: {ID_RULE}")
-                return await api.serve(self, request, league, lambda: api.player(self, league, player))
+                return await api.serve(self, request, "player", league, lambda: api.player(league, player),
+                                       player=player)
 
-    async def serve(self, view: View, request: Request, league: str, local: Callable[[], Response]) -> Response:
-        if not is_id(league):
-            return _error(view, 400, f"league: {ID_RULE}")
-        partition = league_partition(league, self.reads.partitions)
-        if self.owns(partition) or request.headers.get(ROUTED_HEADER):
-            if not self.ready():
-                return _error(view, 503, "the worker is rebalancing or restoring its tables; retry shortly")
-            return local()
-        url = self.owner_url(partition)
-        if url is None:
-            return _error(view, 503, f"no worker owns partition {partition} of league {league!r} right now")
+        @app.page("/leagues/{league}/players/{player}/history")
+        class History(View):
+            async def get(self, request: Request, league: str, player: str) -> Response:
+                return await api.serve(self, request, "history", league, lambda: api.history(request, league, player),
+                                       player=player)
+
+    # -- answering and forwarding ------------------------------------------------------
+    async def answer(self, view: View, endpoint: str, local: Callable[[], Any]) -> Response:
+        """The local answer (a document, or Refused), timed per endpoint."""
+        started = time.perf_counter()
+        try:
+            doc = local()
+            if inspect.isawaitable(doc):
+                doc = await doc
+            response = doc if isinstance(doc, Response) else _json(view, doc)
+        except Refused as exc:
+            response = _error(view, exc.status, exc.message)
+        observe.REQUEST_SECONDS.labels(endpoint).observe(time.perf_counter() - started)
+        return response
+
+    async def serve(self, view: View, request: Request, endpoint: str, league: str, local: Callable[[], Any],
+                    player: str | None = None) -> Response:
+        """Answer here if this worker owns the league, else forward to its owner."""
+        async def here_or_there() -> Any:
+            id_param("league", league)
+            if player is not None:
+                id_param("player", player)
+            partition = league_partition(league, self.reads.partitions)
+            if self.owns(partition) or request.headers.get(ROUTED_HEADER):
+                self._check_ready()
+                return await _maybe_await(local())
+            url = self.owner_url(partition)
+            if url is None:
+                raise Refused(503, f"no worker owns partition {partition} of league {league!r} right now")
+            status, body = await self._forward(url, str(request.rel_url), f"league {league!r}")
+            return view.bytes(body, content_type="application/json", status=status)
+
+        return await self.answer(view, endpoint, here_or_there)
+
+    def _check_ready(self) -> None:
+        if not self.ready():
+            raise Refused(503, "the worker is rebalancing or restoring its tables; retry shortly")
+
+    async def _forward(self, url: str, path: str, what: str) -> tuple[int, bytes]:
         if self._http is None:
             self._http = ClientSession(timeout=ClientTimeout(total=30))
-        target = url.rstrip("/") + str(request.rel_url)
+        target = url.rstrip("/") + path
         try:
             async with self._http.get(target, headers={ROUTED_HEADER: "1"}) as reply:
-                body = await reply.read()
-                return view.bytes(body, content_type="application/json", status=reply.status)
+                return reply.status, await reply.read()
         except (ClientError, asyncio.TimeoutError) as exc:
             # The owner is gone or moving (a rebalance is coming): the client retries.
-            return _error(view, 503, f"the worker owning league {league!r} ({url}) is not reachable: {type(exc).__name__}; retry")
+            raise Refused(503, f"the worker owning {what} ({url}) is not reachable: {type(exc).__name__}; retry") from None
 
-    def leaderboard(self, view: View, request: Request, league: str) -> Response:
-        try:
-            limit = int(request.query.get("limit", "100"))
-            offset = int(request.query.get("offset", "0"))
-        except ValueError:
-            return _error(view, 400, "limit and offset must be integers")
-        if not (1 <= limit <= MAX_LEADERBOARD_LIMIT) or offset < 0:
-            return _error(view, 400, f"limit must be 1 to {MAX_LEADERBOARD_LIMIT} and offset >= 0")
-        if self.reads.league(league) is None:
-            return _error(view, 404, f"league {league!r} not found")
-        players = self.reads.standings(league)
-        rows = [
-            {"rank": offset + i + 1, "player": name, "rating": rating, "matches": matches}
-            for i, (name, rating, matches) in enumerate(players[offset : offset + limit])
-        ]
-        return _json(view, {"league": league, "players_total": len(players), "offset": offset, "players": rows})
+    # -- the endpoints -----------------------------------------------------------------
+    async def all_leagues(self, request: Request) -> dict[str, Any]:
+        """Every league: this worker's, and (unless asked by another worker) each owner's."""
+        self._check_ready()
+        found: dict[str, dict[str, Any]] = {}
+        others: set[str] = set()
+        for partition in range(self.reads.partitions):
+            if self.owns(partition):
+                for league, record in self.reads.leagues(partition):
+                    found[league] = _league_doc(league, record)
+            elif not request.headers.get(ROUTED_HEADER):
+                url = self.owner_url(partition)
+                if url is None:
+                    raise Refused(503, f"no worker owns partition {partition} right now")
+                others.add(url)
+        for status, body in await asyncio.gather(*(self._forward(url, "/leagues", "some leagues") for url in sorted(others))):
+            if status != 200:
+                raise Refused(503, f"a worker could not list its leagues: {body[:200]!r}; retry")
+            for doc in orjson.loads(body)["leagues"]:
+                found[doc["league"]] = doc
+        return {"leagues": [found[league] for league in sorted(found)]}
 
-    def league(self, view: View, league: str) -> Response:
+    def _league_record(self, league: str) -> dict[str, Any]:
         record = self.reads.league(league)
         if record is None:
-            return _error(view, 404, f"league {league!r} not found")
-        return _json(view, {"league": league, **record})
+            raise Refused(404, f"league {league!r} not found")
+        return record
 
-    def player(self, view: View, league: str, player: str) -> Response:
-        record = self.reads.league(league)
-        if record is None:
-            return _error(view, 404, f"league {league!r} not found")
-        state = self.reads.player(league, player)
-        if state is None:
-            return _error(view, 404, f"player {player!r} not found in league {league!r}")
-        public = self.config.system_for(league).state_from_dict(state).public()
-        return _json(view, {"league": league, "player": player, "algorithm": record["algorithm"], **public})
+    def league(self, league: str) -> dict[str, Any]:
+        return _league_doc(league, self._league_record(league))
+
+    async def leaderboard(self, request: Request, league: str) -> dict[str, Any]:
+        around = request.query.get("around")
+        if around is not None:
+            id_param("around", around)
+            radius = int_param(request, "radius", 10, 0, MAX_RADIUS)
+        else:
+            limit = int_param(request, "limit", 100, 1, MAX_LEADERBOARD_LIMIT)
+            offset = int_param(request, "offset", 0, 0, 2**31)
+        record = self._league_record(league)
+        standings = await self.reads.standings(league)
+        if around is not None:
+            rows = standings.around(around, radius)
+            if rows is None:
+                if around not in standings.players:
+                    raise Refused(404, f"player {around!r} not found in league {league!r}")
+                raise Refused(404, f"player {around!r} is not ranked in league {league!r}: "
+                                   f"{_why_unranked(standings, standings.players[around])}")
+            offset = rows[0][0] - 1
+        else:
+            rows = standings.page(offset, limit)
+        doc = {"league": league, "algorithm": record["algorithm"], "players_total": standings.players_total,
+               "eligible_total": standings.eligible_total, "offset": offset}
+        if around is not None:
+            doc["around"] = around
+        doc["players"] = [_row(rank, name, standing) for rank, name, standing in rows]
+        return doc
+
+    async def player(self, league: str, player: str) -> dict[str, Any]:
+        record = self._league_record(league)
+        stored = self.reads.player(league, player)
+        if stored is None:
+            raise Refused(404, f"player {player!r} not found in league {league!r}")
+        data, last = player_state(stored)
+        public = self.config.system_for(league).state_from_dict(data).public()
+        standings = await self.reads.standings(league)
+        standing = standings.players.get(player)
+        # The store and the standings are at the same commit (both move at the local write).
+        provisional = standing is not None and standings.provisional(standing)
+        eligible = standing is not None and standings.eligible(standing)
+        return {"league": league, "player": player, "algorithm": record["algorithm"], **public,
+                "rank": standings.rank(player), "percentile": standings.percentile(player),
+                "eligible": eligible, "provisional": provisional,
+                "last_occurred_at": None if last is None else format_time(last)}
+
+    def history(self, request: Request, league: str, player: str) -> dict[str, Any]:
+        limit = int_param(request, "limit", 100, 1, MAX_HISTORY_LIMIT)
+        before = int_param(request, "before", None, 1, MAX_SEQ)
+        self._league_record(league)
+        if self.reads.player(league, player) is None:
+            raise Refused(404, f"player {player!r} not found in league {league!r}")
+        changes, after = self.reads.history(league, player, limit, before)
+        return {"league": league, "player": player, "changes": changes, "next": after}
 
     async def close(self) -> None:
         if self._http is not None:
             await self._http.close()
             self._http = None
+
+
+def _league_doc(league: str, record: dict[str, Any]) -> dict[str, Any]:
+    doc = {"league": league, **{key: value for key, value in record.items() if key != "latest_time"}}
+    latest = record.get("latest_time")
+    doc["latest_occurred_at"] = None if latest is None else format_time(latest)
+    return doc
+
+
+def _row(rank: int, player: str, standing: Standing) -> dict[str, Any]:
+    row = {"rank": rank, "player": player, "rating": standing.rating, "matches": standing.matches}
+    if standing.uncertainty is not None:
+        row["uncertainty"] = standing.uncertainty
+    return row
+
+
+def _why_unranked(standings: Standings, standing: Standing) -> str:
+    options = standings.options
+    if standing.matches < options.min_matches:
+        return f"provisional ({standing.matches} of the {options.min_matches} matches needed)"
+    if standings.provisional(standing):
+        return f"provisional (uncertainty {standing.uncertainty:.1f} above {options.max_uncertainty:g})"
+    return f"inactive (no match in the last {options.inactive_days:g} days of the league)"
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
 
 
 def _json(view: View, doc: dict[str, Any], status: int = 200) -> Response:

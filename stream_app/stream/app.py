@@ -28,8 +28,9 @@ from ..events import MAX_EVENT_BYTES
 from ..leagues import LeagueConfig
 from ..settings import Settings
 from . import kafka_io, observe
-from .api import Api, Reads
+from .api import Api
 from .intake import Intake
+from .reads import Reads
 from .restore import KafkaChangelog
 from .standby import Standby
 from .store import LocalStore
@@ -73,7 +74,9 @@ class WorkerApp:
         self.worker = Worker(settings, self.config, self.store, kafka_io.ProducerSender(self.app),
                              KafkaChangelog(self.kafka_options()), intake)
         self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic)
-        self.reads = Reads(self.store, settings.partitions, self.worker.checkpoint)
+        self.reads = Reads(self.store, settings.partitions, self.worker.checkpoint, self.config)
+        self.worker.committer.on_take_up = self.reads.taken_up
+        self.worker.committer.on_commit = self.reads.committed
         self.api = Api(self.reads, self.config, self.owns, self.owner_url, self.ready, self.health)
         self.api.routes(self.app)
         self._resuming: asyncio.Future | None = None  # taking the assigned partitions up
@@ -228,7 +231,7 @@ class WorkerApp:
         return {"status": "ok", "ready": self.ready(), **self.worker.tally.counts(), "assigned_partitions": self._owned(),
                 "standby_partitions": self.standby.partitions, "restored_records": self.worker.committer.restored,
                 "take_up_seconds": self.worker.take_up_seconds, "fenced_records": self.worker.committer.fenced,
-                "found_replaced": self.worker.committer.replaced,
+                "found_replaced": self.worker.committer.replaced, "standings_built": self.reads.builds,
                 "phase": self.worker.phase}
 
     # -- timers -------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import AsyncIterator, Awaitable, Iterable, Protocol
+from typing import AsyncIterator, Awaitable, Callable, Iterable, Protocol
 
 from . import observe
 from .changelog import ChangelogReader, epoch_of, fence_record, is_mark, row_values
@@ -73,6 +73,9 @@ class Committer:
         self.changelog = changelog
         self.topic = changelog_topic
         self.output_topics = output_topics  # Output.kind -> topic
+        # Told of each partition taken up, and of each batch's writes once in the local store (stream/reads.py).
+        self.on_take_up: Callable[[int], None] = lambda partition: None
+        self.on_commit: Callable[[int, dict], None] = lambda partition, overlay: None
         self.restored = 0  # changelog records read by take-ups
         self.fenced = 0  # changelog records of replaced workers seen
         self.replaced = 0  # batches that found this worker replaced
@@ -94,6 +97,7 @@ class Committer:
         self.restored += reader.position - first
         observe.RESTORED.inc(reader.position - first)
         observe.TAKE_UP_SECONDS.observe(time.perf_counter() - started)
+        self.on_take_up(partition)
         return PartitionState(partition, reader.checkpoint, self.reader(partition))  # at our fence
 
     async def catch_up(self, partition: int, reader: ChangelogReader, end: int) -> None:
@@ -140,6 +144,7 @@ class Committer:
         state.repair |= await self._send(state, [mark])  # too late for this batch: in the next
         after.changelog = state.changelog_next - 1
         self.store.write(state.partition, row_values(rows), after)
+        self.on_commit(state.partition, state.overlay)
         state.checkpointed(after)
         observe.CHECKPOINTS.inc()
 

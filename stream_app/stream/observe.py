@@ -57,6 +57,11 @@ BATCH_SECONDS = Histogram(
     "ratings_batch_seconds", "Time to apply a batch and write its checkpoint",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")),
 )
+REQUEST_SECONDS = Histogram(
+    "ratings_http_request_seconds", "Time to answer an API request, per endpoint (forwarded ones included)",
+    ["endpoint"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, float("inf")),
+)
 CHECKPOINTS = Counter("ratings_checkpoints_total", "Checkpoints written (batches committed to the local state)")
 RESTORED = Counter("ratings_changelog_records_restored_total", "Changelog records read while taking partitions up")
 TAKE_UP_SECONDS = Histogram(

@@ -19,7 +19,8 @@ from ..engine import Match, PlayerState, RatingChange, RatingSystem
 from ..events import BadEvent, dead_letter, parse_match, rating_changed_events
 from ..leagues import LeagueConfig
 from ..rating import Applied, DuplicateMatch, apply_match
-from .state import LEAGUES, MATCHES, PLAYERS, PartitionState, match_key, player_key
+from .state import (HISTORY, LAST_TIME, LEAGUES, MATCHES, PLAYERS, PartitionState, history_key, match_key, player_key,
+                    player_state)
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,10 @@ class PartitionLeagues:
     """The leagues of one partition, as `apply_match` reads and writes them: the
     tables' committed records plus the batch in progress (PartitionState)."""
 
-    def __init__(self, state: PartitionState):
+    def __init__(self, state: PartitionState, config: LeagueConfig):
         self.state = state
+        self.config = config
+        self.last_time: dict[str, float] = {}  # players read: their last match's time (stream/state.py)
 
     def league(self, league: str) -> dict[str, Any] | None:
         return self.state.get(LEAGUES, league.encode())
@@ -70,16 +73,33 @@ class PartitionLeagues:
         found = []
         for name in names:
             raw = get(PLAYERS, player_key(league, name))
-            found.append(None if raw is None else from_dict(raw))
+            if raw is None:
+                found.append(None)
+                continue
+            data, last = player_state(raw)
+            if last is not None:
+                self.last_time[name] = last
+            found.append(from_dict(data))
         return found
 
-    def save(self, match: Match, changes: list[RatingChange], record: dict[str, Any]) -> None:
+    def save(self, match: Match, changes: list[RatingChange], record: dict[str, Any], history: list[dict[str, Any]]) -> None:
         league = match.league
         put = self.state.put
         for change in changes:
-            put(PLAYERS, player_key(league, change.player), change.after.to_dict())
+            value = change.after.to_dict()
+            last = match.time if match.time is not None else self.last_time.get(change.player)
+            if last is not None:
+                value[LAST_TIME] = last
+            put(PLAYERS, player_key(league, change.player), value)
         put(MATCHES, match_key(league, match.match_id), {"seq": record["matches"]})
         put(LEAGUES, league.encode(), record)
+        if history:
+            kept = self.config.options_for(league).history_max
+            for change, entry in zip(changes, history):
+                seq = entry["seq"]
+                put(HISTORY, history_key(league, change.player, seq), entry)
+                if kept is not None and seq > kept:  # bounded: the entry that falls out goes
+                    put(HISTORY, history_key(league, change.player, seq - kept), None)
 
 
 class RecordHandler:
@@ -107,7 +127,7 @@ class RecordHandler:
                 outcome.forwarded = True
                 outcome.outputs.append(Output("forward", match.league.encode(), payload))
                 return outcome
-            applied = apply_match(self.config, PartitionLeagues(state), match)
+            applied = apply_match(self.config, PartitionLeagues(state, self.config), match)
             league_key = match.league.encode()
             outcome.outputs.extend(Output("change", league_key, _encode(event))
                                    for event in rating_changed_events(applied.algorithm, match, applied.changes))

@@ -30,7 +30,8 @@ from .changelog import Checkpoint, checkpoint_record, row_record
 PLAYERS = "players"
 LEAGUES = "leagues"
 MATCHES = "matches"
-TABLE_PREFIX = {PLAYERS: b"p", LEAGUES: b"l", MATCHES: b"m"}
+HISTORY = "history"
+TABLE_PREFIX = {PLAYERS: b"p", LEAGUES: b"l", MATCHES: b"m", HISTORY: b"h"}
 _TABLE_OF = {prefix: table for table, prefix in TABLE_PREFIX.items()}
 
 
@@ -48,6 +49,31 @@ def match_key(league: str, match_id: str) -> bytes:
 
 def league_prefix(league: str) -> bytes:
     return f"{league}{SEP}".encode()
+
+
+def history_prefix(league: str, player: str) -> bytes:
+    return f"{league}{SEP}{player}{SEP}".encode()
+
+
+def history_key(league: str, player: str, seq: int) -> bytes:
+    """Big-endian, so a player's entries sort by seq."""
+    return history_prefix(league, player) + seq.to_bytes(8, "big")
+
+
+def seq_of(key: bytes) -> int:
+    return int.from_bytes(key[-8:], "big")
+
+
+# The stream's player record is the rating state plus the time of the player's
+# last match with an occurred_at (inactivity is judged by it).
+LAST_TIME = "last_time"
+
+
+def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+    """A stored player record: (the rating state's dict, the last match's time or None)."""
+    if LAST_TIME not in record:
+        return record, None
+    return {key: value for key, value in record.items() if key != LAST_TIME}, record[LAST_TIME]
 
 
 # Reads a committed value: store key -> bytes or None.
@@ -133,7 +159,8 @@ class PartitionState:
         dumps = orjson.dumps
         # Each row record is built by one concatenation, so it has exactly its size (an
         # orjson result keeps the larger block it was written in; a batch holds many).
-        rows = [row_record(epoch, batch, store_key(*item), dumps(value), _dumps_or_none(committed(item)))
+        rows = [row_record(epoch, batch, store_key(*item), None if value is None else dumps(value),
+                           _dumps_or_none(committed(item)))
                 for item, value in self.overlay.items()]
         rows += self.rows_for(set())
         after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets})

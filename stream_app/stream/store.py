@@ -11,7 +11,7 @@ checkpoint's record is all there is to read (stream/changelog.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch
 
@@ -57,10 +57,25 @@ class LocalStore:
         return self.db(partition).get(key)
 
     def scan(self, partition: int, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        for key, value in self.db(partition).items(from_key=prefix):
+        """The keys with this prefix, in order, as of this call: the RocksDB iterator
+        (a consistent view) is made now, not at the first `next`."""
+        cursor = self.db(partition).iter()
+        cursor.seek(prefix)
+        return _forward(cursor, prefix)
+
+    def scan_back(self, partition: int, prefix: bytes, below: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+        """Up to `limit` keys with this prefix below `below`, highest first."""
+        cursor = self.db(partition).iter()
+        cursor.seek_for_prev(below)
+        found = []
+        while len(found) < limit and cursor.valid():
+            key = cursor.key()
             if not key.startswith(prefix):
                 break
-            yield key, value
+            if key < below:
+                found.append((key, cursor.value()))
+            cursor.prev()
+        return found
 
     def checkpoint(self, partition: int) -> Checkpoint:
         return Checkpoint.decode(self.get(partition, CHECKPOINT_KEY))
@@ -85,3 +100,12 @@ class LocalStore:
         for db in self._dbs.values():
             db.close()
         self._dbs.clear()
+
+
+def _forward(cursor: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    while cursor.valid():
+        key = cursor.key()
+        if not key.startswith(prefix):
+            return
+        yield key, cursor.value()
+        cursor.next()

@@ -25,7 +25,7 @@ from stream_app.stream.changelog import ChangelogReader, fence_record
 from stream_app.stream.commit import Fenced
 from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.records import league_partition
-from stream_app.stream.state import LEAGUES, PLAYERS, TABLE_PREFIX
+from stream_app.stream.state import LEAGUES, PLAYERS, TABLE_PREFIX, player_state
 from stream_app.stream.store import LocalStore
 from stream_app.stream.worker import Worker
 from tests.support.memory import Crash, MemoryBroker
@@ -114,7 +114,7 @@ def changelog_says(broker: MemoryBroker, table: str) -> dict[bytes, object]:
 
 
 def assert_committed_state_is(state: dict[str, dict], ledger: Ledger) -> None:
-    players = {key.decode(): value for key, value in state[PLAYERS].items()}
+    players = {key.decode(): player_state(value)[0] for key, value in state[PLAYERS].items()}
     assert players == {f"{league}\x1f{player}": state.to_dict()
                        for league, states in ledger.leagues.items() for player, state in states.items()}
     leagues = {key.decode(): value for key, value in state[LEAGUES].items()}

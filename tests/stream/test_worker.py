@@ -14,8 +14,9 @@ from stream_app.offline.replay import Ledger
 from stream_app.settings import Settings
 from stream_app.stream import intake as intake_module
 from stream_app.stream import observe
-from stream_app.stream.api import Reads
 from stream_app.stream.intake import InputRecord, Intake
+from stream_app.stream.reads import Reads
+from stream_app.stream.state import player_state
 from stream_app.stream.store import LocalStore
 from stream_app.stream.worker import Worker
 from tests.support.memory import MemoryBroker
@@ -32,7 +33,7 @@ def new_worker(directory, settings: Settings = SETTINGS, options: dict | None = 
 
 
 def reads(worker: Worker, store: LocalStore) -> Reads:
-    return Reads(store, worker.settings.partitions, worker.checkpoint)
+    return Reads(store, worker.settings.partitions, worker.checkpoint, worker.handler.config)
 
 
 def records(docs: list, topic: str = TOPIC) -> list[InputRecord]:
@@ -50,7 +51,7 @@ def replayed(docs: list) -> Ledger:
 def assert_state_is_the_replay(view: Reads, docs: list) -> None:
     for league, players in replayed(docs).leagues.items():
         for player, state in players.items():
-            assert view.player(league, player) == state.to_dict()
+            assert player_state(view.player(league, player))[0] == state.to_dict()
 
 
 def two_player(match_id: str, a: str, b: str, league: str = "chess") -> dict:
@@ -105,22 +106,51 @@ async def test_input_skipped_by_the_consumer_is_read_directly_and_applied_in_ord
     assert view.league("chess")["matches"] == 6 and worker.tally.applied == 6
 
 
-async def test_standings_are_cached_until_the_league_partition_commits_again(tmp_path):
+def brute_force(docs: list, league: str = "chess") -> list[tuple[str, float, int]]:
+    """The league's leaderboard by a sort of the replayed states: rating, then name."""
+    states = replayed(docs).leagues[league]
+    return sorted(((p, s.rating, s.matches) for p, s in states.items()), key=lambda r: (-r[1], r[0]))
+
+
+def board(standings) -> list[tuple[str, float, int]]:
+    return [(name, s.rating, s.matches) for _, name, s in standings.page(0, 10**6)]
+
+
+async def test_standings_follow_each_commit_and_a_take_up_drops_them(tmp_path):
     worker, store, _ = new_worker(tmp_path)
-    docs = [two_player(str(i), f"p{i}", f"p{i + 1}") for i in range(3)]
-    log = records(docs)
-
-    def expected(count: int) -> list:
-        states = replayed(docs[:count]).leagues["chess"]
-        return sorted(((p, s.rating, s.matches) for p, s in states.items()), key=lambda r: (-r[1], r[0]))
-
     view = reads(worker, store)
-    await worker.apply_batch(log[:2])
-    first = view.standings("chess")
-    assert first == expected(2)
-    assert view.standings("chess") is first  # nothing committed since: the same rows
-    await worker.apply_batch(log[2:])
-    assert view.standings("chess") == expected(3) != first
+    worker.committer.on_commit, worker.committer.on_take_up = view.committed, view.taken_up
+    docs = [two_player(str(i), f"p{i % 7}", f"p{(3 * i + 1) % 7}") for i in range(40) if i % 7 != (3 * i + 1) % 7]
+    log = records(docs)
+    await worker.apply_batch(log[:5])
+    standings = await view.standings("chess")
+    assert board(standings) == brute_force(docs[:5])
+    for end in range(6, len(log), 4):
+        await worker.apply_batch(log[end - 4:end])
+        assert await view.standings("chess") is standings  # moved, not built again
+        assert board(standings) == brute_force(docs[:end])
+    assert view.builds == 1
+    worker.abandon()
+    await worker.take_up([0])  # a take-up: the state may come from the changelog
+    assert await view.standings("chess") is not standings and view.builds == 2
+
+
+async def test_commits_during_a_standings_build_are_applied_after_it(monkeypatch, tmp_path):
+    from stream_app.stream import reads as reads_module
+
+    monkeypatch.setattr(reads_module, "BUILD_CHUNK", 1)  # yield after every player read
+    worker, store, _ = new_worker(tmp_path)
+    view = reads(worker, store)
+    worker.committer.on_commit = view.committed
+    docs = [two_player(str(i), f"p{i}", f"p{i + 1}") for i in range(30)]
+    log = records(docs)
+    await worker.apply_batch(log[:20])
+    building = asyncio.ensure_future(view.standings("chess"))
+    await asyncio.sleep(0)  # the build has begun: it reads the store as of now
+    assert not building.done()
+    await worker.apply_batch(log[20:])  # committed while the build runs
+    standings = await building
+    assert board(standings) == brute_force(docs)
 
 
 async def test_a_batch_of_heavy_events_is_applied_in_checkpointed_parts(tmp_path):

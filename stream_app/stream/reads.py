@@ -1,0 +1,206 @@
+"""What the API reads: committed records, a player's history, and each league's
+standings (stream_app/standings.py), kept up to date as batches commit.
+
+Reads see committed state only: the local store holds each partition's last
+checkpoint (stream/store.py), never a batch in progress.
+
+A league's standings are built on the first request that needs them, from the
+store, a few thousand players at a time so that the event loop keeps serving
+requests and applying batches meanwhile. The build reads a RocksDB iterator,
+which sees the store as it was when the build began; the commits made while it
+runs are queued and applied after it, in order. From then on every commit of
+the league's partition moves its changed players (`committed`). A take-up of
+the partition (its state may have been replaced from the changelog) drops them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from typing import Any, Callable
+
+import orjson
+
+from ..events import SEP
+from ..leagues import LeagueConfig
+from ..standings import Standing, Standings
+from .changelog import Checkpoint
+from .records import league_partition
+from .state import (HISTORY, LEAGUES, PLAYERS, history_prefix, league_prefix, player_key, player_state, seq_of,
+                    store_key)
+from .store import LocalStore
+
+STANDINGS_KEPT = 64  # leagues whose standings are kept (least recently read dropped first)
+BUILD_CHUNK = 2_000  # players read between two yields to the event loop while standings are built
+_SEP = SEP.encode()
+_TOP = b"\xff" * 8  # above every history key's seq
+
+
+class StandingsDropped(Exception):
+    """The standings were dropped while being built (a take-up of their partition)."""
+
+
+class _Kept:
+    """One league's standings, or their build in progress."""
+
+    __slots__ = ("partition", "standings", "pending", "ready")
+
+    def __init__(self, partition: int, standings: Standings):
+        self.partition = partition
+        self.standings = standings
+        self.pending: list[tuple[str, Any]] | None = []  # commits during the build: ("player", (name, standing)) or ("latest", t)
+        self.ready: asyncio.Future = asyncio.get_running_loop().create_future()
+
+
+class Reads:
+    """Committed league and player records of the partitions this worker owns."""
+
+    def __init__(self, store: LocalStore, partitions: int, checkpoint: Callable[[int], Checkpoint],
+                 config: LeagueConfig):
+        self.store = store
+        self.partitions = partitions
+        self.checkpoint = checkpoint  # partition -> its last checkpoint
+        self.config = config
+        self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self.builds = 0  # standings built (shown by /health)
+
+    def _committed(self, table: str, league: str, key: bytes) -> dict[str, Any] | None:
+        raw = self.store.get(league_partition(league, self.partitions), store_key(table, key))
+        return None if raw is None else orjson.loads(raw)
+
+    def league(self, league: str) -> dict[str, Any] | None:
+        return self._committed(LEAGUES, league, league.encode())
+
+    def player(self, league: str, player: str) -> dict[str, Any] | None:
+        """The player's stored record: the rating state plus `last_time` (stream/state.py)."""
+        return self._committed(PLAYERS, league, player_key(league, player))
+
+    def league_players(self, league: str) -> list[tuple[str, dict[str, Any]]]:
+        prefix = store_key(PLAYERS, league_prefix(league))
+        records = self.store.scan(league_partition(league, self.partitions), prefix)
+        return [(key[len(prefix):].decode(), orjson.loads(value)) for key, value in records]
+
+    def leagues(self, partition: int) -> list[tuple[str, dict[str, Any]]]:
+        """Every league record of a partition."""
+        prefix = store_key(LEAGUES, b"")
+        return [(key[len(prefix):].decode(), orjson.loads(value)) for key, value in self.store.scan(partition, prefix)]
+
+    def history(self, league: str, player: str, limit: int, before: int | None) -> tuple[list[dict[str, Any]], int | None]:
+        """Up to `limit` of the player's history entries with seq below `before`, newest
+        first, and the seq to ask below for the next page (None: no more)."""
+        prefix = store_key(HISTORY, history_prefix(league, player))
+        below = prefix + (_TOP if before is None else before.to_bytes(8, "big"))
+        rows = self.store.scan_back(league_partition(league, self.partitions), prefix, below, limit + 1)
+        entries = [orjson.loads(value) for _, value in rows[:limit]]
+        return entries, (seq_of(rows[limit - 1][0]) if len(rows) > limit else None)
+
+    # -- standings -----------------------------------------------------------------------
+    async def standings(self, league: str) -> Standings:
+        """The league's standings as of the last commit (built if not kept)."""
+        while True:
+            kept = self._kept.get(league)
+            if kept is None:
+                kept = self._start(league)
+            else:
+                self._kept.move_to_end(league)
+            if not kept.ready.done():
+                try:
+                    await asyncio.shield(kept.ready)
+                except StandingsDropped:
+                    continue  # build them again from the store as it is now
+            return kept.ready.result()
+
+    def _start(self, league: str) -> _Kept:
+        # One step, with no await: the league record and the iterator see the same state.
+        partition = league_partition(league, self.partitions)
+        record = self.league(league) or {}
+        standings = Standings(self.config.options_for(league), record.get("latest_time"))
+        kept = self._kept[league] = _Kept(partition, standings)
+        scan = self.store.scan(partition, store_key(PLAYERS, league_prefix(league)))
+        while len(self._kept) > STANDINGS_KEPT:
+            self._drop(next(iter(self._kept)))
+        asyncio.create_task(self._build(league, kept, scan), name=f"standings-{league}")
+        return kept
+
+    async def _build(self, league: str, kept: _Kept, scan: Any) -> None:
+        standing = self._standing_reader(league)
+        skip = len(store_key(PLAYERS, league_prefix(league)))
+        standings = kept.standings
+        try:
+            for count, (key, value) in enumerate(scan, start=1):
+                standings.set(key[skip:].decode(), standing(orjson.loads(value)))
+                if count % BUILD_CHUNK == 0:
+                    await asyncio.sleep(0)
+                    if kept.ready.done():  # dropped meanwhile
+                        return
+            for kind, item in kept.pending or ():
+                if kind == "player":
+                    standings.set(*item)
+                else:
+                    standings.advance(item)
+            kept.pending = None
+            self.builds += 1
+            kept.ready.set_result(standings)
+        except Exception as exc:  # the store closed under it (stopping), say: the next request builds again
+            if self._kept.get(league) is kept:
+                del self._kept[league]
+            if not kept.ready.done():
+                kept.ready.set_exception(exc)
+                kept.ready.exception()  # retrieved: waiting requests get it, nobody else must
+
+    def _standing_reader(self, league: str) -> Callable[[dict[str, Any]], Standing]:
+        system = self.config.system_for(league)
+        if not system.has_uncertainty:
+            return lambda record: Standing(record["rating"], record["matches"], None, record.get("last_time"))
+
+        def read(record: dict[str, Any]) -> Standing:
+            data, last = player_state(record)
+            return Standing(record["rating"], record["matches"], system.state_from_dict(data).uncertainty, last)
+
+        return read
+
+    def _drop(self, league: str) -> None:
+        kept = self._kept.pop(league)
+        if not kept.ready.done():
+            kept.ready.set_exception(StandingsDropped(league))
+            kept.ready.exception()
+
+    # -- kept up to date ---------------------------------------------------------------
+    def committed(self, partition: int, overlay: dict[tuple[str, bytes], Any]) -> None:
+        """A batch's writes to a partition are committed (called right after the local
+        write, with no await between): move its leagues' kept standings."""
+        if not self._kept:
+            return
+        readers: dict[str, Callable[[dict[str, Any]], Standing]] = {}
+        for (table, key), value in overlay.items():
+            if table == PLAYERS:
+                league, _, name = key.partition(_SEP)
+                kept = self._kept.get(league.decode())
+                if kept is None or value is None:
+                    continue
+                reader = readers.get(kept_league := league.decode())
+                if reader is None:
+                    reader = readers[kept_league] = self._standing_reader(kept_league)
+                self._apply(kept, "player", (name.decode(), reader(value)))
+            elif table == LEAGUES and value is not None:
+                kept = self._kept.get(key.decode())
+                if kept is not None:
+                    self._apply(kept, "latest", value.get("latest_time"))
+
+    @staticmethod
+    def _apply(kept: _Kept, kind: str, item: Any) -> None:
+        if kept.pending is not None:
+            kept.pending.append((kind, item))
+        elif kind == "player":
+            kept.standings.set(*item)
+        else:
+            kept.standings.advance(item)
+
+    def taken_up(self, partition: int) -> None:
+        """The partition was taken up: its state may come from another worker's batches."""
+        for league in [league for league, kept in self._kept.items() if kept.partition == partition]:
+            self._drop(league)
+
+    def forget(self) -> None:
+        for league in list(self._kept):
+            self._drop(league)
