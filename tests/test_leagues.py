@@ -3,7 +3,7 @@ that name the file, the table and the key."""
 
 import pytest
 
-from stream_app.leagues import ConfigError, LeagueConfig
+from stream_app.leagues import ConfigError, LeagueConfig, LeagueOptions
 from stream_app.engine.elo import Elo
 from stream_app.engine.pairwise import Pairwise
 
@@ -66,6 +66,12 @@ def test_loads_from_a_file(tmp_path):
         ('[default]\nalgorithm = "elo"\npoints_method = 5\n', ["[default]", "'points_method'", "0, 1 or 2"]),
         ('[leagues."x"]\nalgorithm = "elo"\nk = inf\n', ['[leagues."x"]', "'k'", "finite"]),
         ('[league."x"]\nalgorithm = "elo"\n', ["unknown table or key 'league'"]),
+        ('[leagues."x"]\nalgorithm = "elo"\nmin_matches = -1\n', ['[leagues."x"]', "'min_matches'", "integer >= 0"]),
+        ('[leagues."x"]\nalgorithm = "elo"\nhistory_max = 2.5\n', ['[leagues."x"]', "'history_max'", "integer >= 0"]),
+        ('[leagues."x"]\nalgorithm = "elo"\ninactive_days = 0\n', ['[leagues."x"]', "'inactive_days'", "number > 0"]),
+        ('[leagues."x"]\nalgorithm = "elo-mmr"\nmax_uncertainty = "wide"\n', ["'max_uncertainty'", "number > 0"]),
+        ('[leagues."x"]\nalgorithm = "elo"\nmax_uncertainty = 100\n', ["'max_uncertainty'", "'elo' ratings have no uncertainty",
+                                                                        "elo-mmr"]),
         ("[default\n", ["not valid TOML"]),
     ],
 )
@@ -95,3 +101,14 @@ def test_the_shipped_demo_configuration_is_the_one_the_demo_uses():
     loaded, sample = LeagueConfig.load(shipped), LeagueConfig.from_toml(DEMO_CONFIG)
     assert [(r.pattern, r.algorithm, r.system.params) for r in [*loaded.rules, loaded.default]] == \
         [(r.pattern, r.algorithm, r.system.params) for r in [*sample.rules, sample.default]]
+
+
+def test_league_options_are_read_apart_from_the_system_parameters():
+    config = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\nk = 20\n'
+                                    '[leagues."cf*"]\nalgorithm = "elo-mmr"\nmin_matches = 5\nmax_uncertainty = 120\n'
+                                    'inactive_days = 90\nhistory_max = 0\n')
+    options = config.options_for("cf-1")
+    assert (options.min_matches, options.max_uncertainty, options.inactive_days, options.history_max) == (5, 120.0, 90.0, 0)
+    assert options.inactive_seconds == 90 * 86400.0
+    assert config.options_for("chess") == LeagueOptions()  # defaults: keep all history, rank everyone
+    assert config.system_for("chess").params.k == 20.0

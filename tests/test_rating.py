@@ -52,3 +52,30 @@ def test_a_league_rated_with_another_system_is_refused():
     with pytest.raises(BadEvent) as caught:
         apply_match(changed, ledger, match("2", "a", "b", league="karting"))
     assert caught.value.code == "system_rule" and "elo-pairwise" in caught.value.message
+
+
+def test_each_participant_gets_a_history_entry_numbered_by_its_match_count():
+    ledger = Ledger(CONFIG)
+    written = []
+    ledger.history = lambda league, player, entry: written.append((league, player, entry))
+    apply_match(CONFIG, ledger, match("1", "a", "b"))
+    timed = parse_match({"league": "chess", "match_id": "2", "occurred_at": "2026-03-04T05:06:07Z",
+                         "participants": [{"player": "b", "rank": 1}, {"player": "c", "rank": 2}]})
+    applied = apply_match(CONFIG, ledger, timed)
+    assert [(league, player, entry["seq"]) for league, player, entry in written] == [
+        ("chess", "a", 1), ("chess", "b", 1), ("chess", "b", 2), ("chess", "c", 1)]
+    b = written[2][2]
+    assert b == {"seq": 2, "match_id": "2", "occurred_at": "2026-03-04T05:06:07Z", "rank": 1,
+                 "rating_before": written[1][2]["rating_after"], "rating_after": ledger.state("chess", "b").rating,
+                 "cause": "match"}
+    assert applied.history == [b, written[3][2]]
+    assert written[0][2]["occurred_at"] is None and "uncertainty" not in written[0][2]  # elo has none
+    assert ledger.league("chess")["latest_time"] == timed.time
+
+
+def test_history_entries_carry_the_uncertainty_of_systems_that_have_one_and_none_when_history_max_is_0():
+    config = LeagueConfig.from_toml('[default]\nalgorithm = "elo-mmr"\n[leagues."quiet"]\nalgorithm = "elo"\nhistory_max = 0\n')
+    ledger = Ledger(config)
+    applied = apply_match(config, ledger, match("1", "a", "b", "c"))
+    assert [entry["uncertainty"] for entry in applied.history] == [change.after.sigma for change in applied.changes]
+    assert apply_match(config, ledger, match("1", "a", "b", league="quiet")).history == []

@@ -124,7 +124,7 @@ class Api:
             doc = local()
             if inspect.isawaitable(doc):
                 doc = await doc
-            response = doc if isinstance(doc, Response) else _json(view, doc)
+            response = _json(view, doc) if isinstance(doc, dict) else doc  # else: a forwarded answer
         except Refused as exc:
             response = _error(view, exc.status, exc.message)
         observe.REQUEST_SECONDS.labels(endpoint).observe(time.perf_counter() - started)
