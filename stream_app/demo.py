@@ -52,7 +52,8 @@ def run_demo(seed: int = 7, web_port: int | None = None, serve: bool | None = No
             print(f"demo: {sum(expected.values()):,} matches applied {elapsed:.1f} s after the first was published\n")
             same = _print_leaderboards(worker, ledger)
             print(f"stream equals offline replay for every player of every league: {'yes' if same else 'NO'}")
-            print(f"\nHTTP API:  {api}/leagues/arena/leaderboard?limit=10")
+            print(f"\nweb page:  {api}/ui/")
+            print(f"HTTP API:  {api}/leagues/arena/leaderboard?limit=10")
             print(f"           {api}/leagues/chess-blitz/players/chess-blitz-p0001")
             print(f"metrics:   {api}/metrics")
             print(f"health:    {api}/health", flush=True)
@@ -99,10 +100,11 @@ def _print_leaderboards(worker: WorkerProcess, ledger: Ledger) -> bool:
     for league in sorted(snapshot):
         status, board = worker.get(f"/leagues/{league}/leaderboard?limit=100000", timeout=30)
         rows = board["players"]
-        served = {row["player"]: row["rating"] for row in rows}
-        same &= served == {p: v["rating"] for p, v in snapshot[league].items()}
+        # The leaderboard lists ranked players only (not provisional or inactive ones).
+        same &= board["players_total"] == len(snapshot[league]) and all(
+            row["rating"] == snapshot[league][row["player"]]["rating"] for row in rows)
         algorithm = ledger.config.rule_for(league).algorithm
-        print(f"{league} ({algorithm}, {len(rows):,} players)")
+        print(f"{league} ({algorithm}, {len(snapshot[league]):,} players, {board['eligible_total']:,} ranked)")
         print(f"{'#':>3}  {'player':<22} {'rating':>9} {'matches':>8}")
         for row in rows[:10]:
             print(f"{row['rank']:>3}  {row['player']:<22} {row['rating']:>9.1f} {row['matches']:>8}")

@@ -120,11 +120,13 @@ algorithm = "elo"
 [leagues."chess-*"]
 algorithm = "elo"
 k = 24
+min_matches = 25          # fewer: provisional, not ranked
 
 [leagues."arena"]
 algorithm = "elo-mmr"
 subsample_size = 100
 subsample_bucket = 2.0
+max_uncertainty = 81      # less sure than this: provisional
 """
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from stream_app.leagues import LeagueConfig
 from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, read_all, records_in, topic_args as topics_of
-from tests.support.leagues import (CONFIG, assert_same_state, league_matches, match_counts, replay_with_event_ids,
+from tests.support.leagues import (CONFIG, assert_same_history, assert_same_state, league_matches, match_counts, replay_with_event_ids,
                                   stream_events)
 from tests.support.names import unique_name
 from tests.support.workers import FAST_GROUP, WorkerProcess, wait_for
@@ -84,6 +84,7 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
         assert publisher.error is None, publisher.error
         wait_for(lambda: drained(worker), 240, "the stream to drain", workers=[worker])
         assert_same_state(worker, ledger)
+        assert_same_history(worker, ledger)
         health = worker.health()
         if health["first_applied_at"] is not None:
             recovery.append(health["first_applied_at"] - spawned)

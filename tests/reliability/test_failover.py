@@ -13,7 +13,7 @@ import pytest
 
 from stream_app.leagues import LeagueConfig
 from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, read_all, records_in, topic_args as topics_of
-from tests.support.leagues import (CONFIG, assert_same_state, league_matches, match_counts, replay_with_event_ids,
+from tests.support.leagues import (CONFIG, assert_same_history, assert_same_state, league_matches, match_counts, replay_with_event_ids,
                                   stream_events)
 from tests.support.names import unique_name
 from tests.support.workers import FAST_GROUP, WorkerProcess, assigned, wait_for
@@ -71,6 +71,7 @@ def test_the_standby_takes_over_a_killed_owners_partitions_without_a_full_restor
         wait_for(lambda: all(league_matches(b, league) == n for league, n in counts.items()), 240,
                  "the stream to drain", workers=[b])
         assert_same_state(b, ledger)
+        assert_same_history(b, ledger)
         changes = asyncio.run(read_all(broker.bootstrap, f"{prefix}.changes", 8, len(expected_ids), timeout=60, drain=True))
         published = {c["event_id"] for c in changes}
         assert published == expected_ids, f"{len(expected_ids - published)} missing, {len(published - expected_ids)} extra"

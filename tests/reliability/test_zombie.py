@@ -15,7 +15,7 @@ import pytest
 
 from stream_app.leagues import LeagueConfig
 from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, read_all, topic_args as topics_of
-from tests.support.leagues import (CONFIG, assert_same_state, league_matches, match_counts, replay_with_event_ids,
+from tests.support.leagues import (CONFIG, assert_same_history, assert_same_state, league_matches, match_counts, replay_with_event_ids,
                                   stream_events)
 from tests.support.names import unique_name
 from tests.support.workers import FAST_GROUP, WorkerProcess, assigned, wait_for
@@ -53,6 +53,7 @@ def test_a_frozen_owner_thawed_after_its_partitions_moved_changes_nothing(broker
         wait_for(lambda: assigned(a) | assigned(b) == set(range(8)), 120, "the group to settle", workers=[a, b])
         assert_same_state(b, ledger)
         assert_same_state(a, ledger)
+        assert_same_history(a, ledger)
         changes = asyncio.run(read_all(broker.bootstrap, f"{prefix}.changes", 8, len(expected_ids), timeout=60, drain=True))
         published = {c["event_id"] for c in changes}
         assert published == expected_ids, f"{len(expected_ids - published)} missing, {len(published - expected_ids)} extra"

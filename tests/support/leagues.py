@@ -85,8 +85,11 @@ def replay_state(lines: list[bytes], config: LeagueConfig) -> tuple[Ledger, int]
 
 
 def replay_with_event_ids(events: list[dict], config: LeagueConfig) -> tuple[Ledger, set[str]]:
-    """The replay of the events, and the id of every rating-changed event it implies."""
+    """The replay of the events, and the id of every rating-changed event it implies;
+    the ledger's `histories` holds each player's history entries."""
     ledger = Ledger(config)
+    ledger.histories = {}
+    ledger.history = lambda league, player, entry: ledger.histories.setdefault((league, player), []).append(entry)
     ids: set[str] = set()
     for event in events:
         match = parse_match(orjson.dumps(event))
@@ -116,3 +119,20 @@ def assert_same_state(worker, ledger: Ledger) -> None:
         assert ranks == list(range(1, len(ranks) + 1))
         ratings = [row["rating"] for row in board["players"]]
         assert ratings == sorted(ratings, reverse=True)
+
+
+def assert_same_history(worker, ledger: Ledger, per_league: int = 2) -> None:
+    """The first players of each league (by name): their whole history, served by the
+    worker, is the replay's (`replay_with_event_ids`), newest first, each entry once."""
+    for league, players in ledger.leagues.items():
+        for player in sorted(players)[:per_league]:
+            entries, before = [], None
+            while True:
+                query = "limit=1000" + ("" if before is None else f"&before={before}")
+                status, page = worker.get(f"/leagues/{league}/players/{player}/history?{query}")
+                assert status == 200, page
+                entries += page["changes"]
+                before = page["next"]
+                if before is None:
+                    break
+            assert entries == ledger.histories[(league, player)][::-1], f"{league}/{player}: history differs from the replay"
