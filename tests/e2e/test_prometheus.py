@@ -229,6 +229,12 @@ def test_prometheus_scrapes_the_worker(broker, tmp_path, start_prometheus):
         assert prometheus.query("sum(ratings_rating_change_size_count)")[0]["value"][1] == str(5 * 2 + 3 * 4 + 2 * 2)
         assert prometheus.query("faust_total_rebalances"), "Faust's sensor metrics are not scraped"
 
+        # API requests are timed per endpoint.
+        assert worker.get("/leagues/chess-blitz/leaderboard?limit=2")[0] == 200
+        assert worker.get("/leagues/go/players/nobody")[0] == 404
+        wait_for(lambda: _by(prometheus.query("ratings_http_request_seconds_count"), "endpoint") == {
+            "leaderboard": 1.0, "player": 1.0}, 30, "prometheus to scrape the request latencies", workers=[worker])
+
         # Every dashboard query is valid PromQL on this Prometheus and finds its series
         # (rate() needs two samples in its window: wait for them).
         queries = _dashboard_queries()
