@@ -1,5 +1,6 @@
 """A small asyncio client for applications: publish match results, follow
-rating changes and dead letters.
+rating changes and dead letters, and read leaderboards, players and their
+histories from any worker's HTTP API (api_reads.py; no broker needed).
 
     async with RatingsClient("kafka://127.0.0.1:9092") as client:
         await client.publish({"match_id": "m1", "league": "chess", "participants": [...]})
@@ -26,9 +27,12 @@ from typing import Any, AsyncIterable, AsyncIterator, Callable, Iterable
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from .api_reads import ApiError, ApiReads, ApiUnreachable, api_url
 from .events import BadEvent, parse_match
 from .security import KafkaSecurity
 from .settings import DEFAULTS, Settings
+
+__all__ = ["ApiError", "ApiUnreachable", "BadEvent", "RatingsClient", "bootstrap_servers"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,7 @@ def bootstrap_servers(broker: str) -> str:
     return ",".join(hosts)
 
 
-class RatingsClient:
+class RatingsClient(ApiReads):
     def __init__(
         self,
         broker: str = DEFAULTS.broker,
@@ -67,6 +71,8 @@ class RatingsClient:
         security: KafkaSecurity | None = None,
         client_id: str = "ratings-client",
         request_timeout: float = 30.0,
+        api: str | None = None,
+        api_retries: int = 5,
     ):
         self.broker = broker
         self.bootstrap = bootstrap_servers(broker)
@@ -78,15 +84,19 @@ class RatingsClient:
         self.client_id = client_id
         self.request_timeout = request_timeout
         self._producer: AIOKafkaProducer | None = None
+        self.init_api(api, api_retries, request_timeout)  # api: any worker's base URL, e.g. http://127.0.0.1:6066
 
     @classmethod
     def from_settings(cls, settings: Settings, **options: Any) -> "RatingsClient":
-        """A client of the same broker, topics and security as a worker's settings."""
+        """A client of the same broker, topics and security as a worker's settings, reading
+        that worker's API unless `api` is given."""
+        options.setdefault("api", api_url(settings))
         return cls(settings.broker, match_topic=settings.match_topic, changes_topic=settings.changes_topic,
                    dlq_topic=settings.dlq_topic, partitions=settings.partitions, security=settings.security, **options)
 
     def __repr__(self) -> str:
-        return f"<RatingsClient {self.broker} match_topic={self.match_topic!r} security={self.security!r}>"
+        return (f"<RatingsClient {self.broker} match_topic={self.match_topic!r} api={self.api!r} "
+                f"security={self.security!r}>")
 
     def _common(self) -> dict[str, Any]:
         return {
@@ -131,10 +141,13 @@ class RatingsClient:
         self._producer = producer
 
     async def stop(self) -> None:
-        """Flush what is pending and disconnect."""
+        """Flush what is pending and disconnect; close the HTTP session of the reads."""
         producer, self._producer = self._producer, None
-        if producer is not None:
-            await producer.stop()
+        try:
+            if producer is not None:
+                await producer.stop()
+        finally:
+            await self.close_api()
 
     async def __aenter__(self) -> "RatingsClient":
         await self.start()

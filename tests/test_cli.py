@@ -51,3 +51,60 @@ def test_worker_group_and_stop_seconds_reach_the_settings_and_must_be_positive(f
         with pytest.raises(SystemExit):
             build_parser().parse_args(["worker", flag, bad])
         assert flag in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["player", "chess", "ann", "--history", "0"], "--history: must be at least 1 (got 0)"),
+    (["player", "chess", "ann", "--history", "-3"], "--history: must be at least 1 (got -3)"),
+    (["player", "chess", "ann", "--history", "all"], "--history: not an integer: 'all'"),
+    (["player", "chess"], "the following arguments are required: PLAYER"),
+    (["player", "chess", "ann", "--web-port", "70000"], "--web-port: must be a TCP port"),
+    (["player", "chess", "ann", "--web-port", "6066", "--api", "http://h:1"], "not allowed with argument"),
+    (["leaderboard", "chess", "--limit", "0"], "--limit: must be at least 1 (got 0)"),
+    (["leaderboard", "chess", "--offset", "-1"], "--offset: must be 0 or more (got -1)"),
+    (["leaderboard", "chess", "--around", "ann", "--radius", "-1"], "--radius: must be 0 or more (got -1)"),
+    (["leaderboard", "chess", "--around", "ann", "--radius", "two"], "--radius: not an integer: 'two'"),
+])
+def test_read_commands_refuse_bad_values_before_asking_the_api(argv, words, capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.build_parser().parse_args(argv)
+    assert exited.value.code == 2 and words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["leaderboard", "chess", "--radius", "3"], "--radius needs --around PLAYER"),
+    (["leaderboard", "chess", "--around", "ann", "--limit", "5"], "not --limit or --offset"),
+    (["leaderboard", "chess", "--around", "ann", "--offset", "0"], "not --limit or --offset"),
+])
+def test_leaderboard_flags_that_do_not_go_together_exit_2_before_asking_the_api(argv, words, capsys, monkeypatch):
+    monkeypatch.setenv("RATINGS_API", "http://127.0.0.1:1")  # were it asked, the error would be "cannot reach"
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and "cannot reach" not in err
+
+
+def test_a_malformed_api_url_stops_the_command():
+    with pytest.raises(SystemExit, match="ratings player: API URL '127.0.0.1:6066': use http://HOST:PORT"):
+        cli.main(["player", "chess", "ann", "--api", "127.0.0.1:6066"])
+
+
+def test_the_api_is_the_flag_then_the_environment_then_port_6066(monkeypatch):
+    from stream_app.cli.flags import api_base
+
+    def base(*flags: str) -> str:
+        return api_base(cli.build_parser().parse_args(["player", "chess", "ann", *flags]))
+
+    monkeypatch.delenv("RATINGS_API", raising=False)
+    monkeypatch.delenv("RATINGS_WEB_PORT", raising=False)
+    assert base() == "http://127.0.0.1:6066"
+    monkeypatch.setenv("RATINGS_WEB_PORT", "7001")
+    assert base() == "http://127.0.0.1:7001"
+    assert base("--web-port", "7002") == "http://127.0.0.1:7002"
+    monkeypatch.setenv("RATINGS_API", "http://w1:6066")
+    assert base() == "http://w1:6066"
+    assert base("--web-port", "7002") == "http://127.0.0.1:7002"  # a flag wins over any variable
+    assert base("--api", "http://w2:1") == "http://w2:1"
+    monkeypatch.delenv("RATINGS_API")
+    monkeypatch.setenv("RATINGS_WEB_PORT", "0")
+    with pytest.raises(SystemExit, match="RATINGS_WEB_PORT: must be at least 1"):
+        base()

@@ -29,14 +29,21 @@ def env(name: str, default: Any) -> Any:
     return default if value in (None, "") else value
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
-    return value
+def _integer_from(low: int, rule: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{rule} (got {value})")
+        return value
+
+    return parse
+
+
+positive_int = _integer_from(1, "must be at least 1")
+count = _integer_from(0, "must be 0 or more")  # an integer from 0
 
 
 def positive_seconds(text: str) -> float:
@@ -139,3 +146,23 @@ def add_common_flags(parser: argparse.ArgumentParser, *, web: bool = False, data
     if config:
         parser.add_argument("--config", "-c", default=env("RATINGS_CONFIG", None), metavar="FILE",
                             help="league configuration (TOML) [RATINGS_CONFIG] (default: every league uses elo)")
+
+
+def add_api_flags(parser: argparse.ArgumentParser) -> None:
+    """Where the HTTP API is (any worker answers for any league; api_base() resolves it), and --json."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--web-port", type=port, metavar="PORT",
+                       help=f"a worker's HTTP port on 127.0.0.1 [RATINGS_WEB_PORT] (default {DEFAULTS.web_port})")
+    where.add_argument("--api", metavar="URL", help="the API base URL instead, e.g. http://worker-1:6066 [RATINGS_API]")
+    parser.add_argument("--json", action="store_true", help="print the API's JSON")
+
+
+def api_base(args: argparse.Namespace) -> str:
+    """--api, else --web-port, else RATINGS_API, else RATINGS_WEB_PORT: a flag wins over both variables."""
+    if args.api or (args.web_port is None and env("RATINGS_API", None)):
+        return args.api or env("RATINGS_API", None)
+    try:
+        number = args.web_port or port(env("RATINGS_WEB_PORT", str(DEFAULTS.web_port)))
+    except argparse.ArgumentTypeError as exc:
+        raise SystemExit(f"ratings {args.command}: RATINGS_WEB_PORT: {exc}") from None
+    return f"http://127.0.0.1:{number}"

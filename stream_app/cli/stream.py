@@ -1,5 +1,5 @@
 """The streaming commands: `ratings worker`, `broker`, `produce`, `subscribe`,
-`leaderboard` and `demo`."""
+`leaderboard`, `player` and `demo`."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ import asyncio
 import contextlib
 import sys
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import orjson
 
 from ..settings import DEFAULTS
-from .flags import (LIST_PROBLEMS, Problems, add_common_flags, command, env, league_config, port, positive_int,
-                    positive_seconds,
-                    settings_from)
+from .flags import (LIST_PROBLEMS, Problems, add_api_flags, add_common_flags, api_base, command, count, env,
+                    league_config, port, positive_int, positive_seconds, settings_from)
 
 
 def _client(args: argparse.Namespace):
@@ -36,36 +35,93 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return run_worker(settings, loglevel=args.loglevel)
 
 
-# -- ratings leaderboard -------------------------------------------------------------
-def cmd_leaderboard(args: argparse.Namespace) -> int:
-    import json
-    import urllib.error
-    import urllib.parse
-    import urllib.request
+# -- ratings leaderboard and ratings player: reads of the HTTP API -------------------
+def _read(args: argparse.Namespace, read: Callable[[Any], Awaitable[dict]]) -> tuple[dict | None, int]:
+    """(the API's document, 0); or, printing why, (None, 1) when the API refused the
+    request (4xx) and (None, 2) when no worker answered, or none could (5xx)."""
+    from ..client import ApiError, RatingsClient
 
-    api = (args.api or f"http://127.0.0.1:{args.web_port}").rstrip("/")
-    url = f"{api}/leagues/{urllib.parse.quote(args.league, safe='')}/leaderboard?limit={args.limit}&offset={args.offset}"
     try:
-        with urllib.request.urlopen(url, timeout=30) as reply:
-            board = json.loads(reply.read())
-    except urllib.error.HTTPError as exc:
+        client = RatingsClient(api=api_base(args))
+    except ValueError as exc:  # a malformed --api
+        raise SystemExit(f"ratings {args.command}: {exc}") from None
+
+    async def run() -> dict:
         try:
-            message = json.loads(exc.read()).get("error", exc.reason)
-        except ValueError:
-            message = exc.reason
-        print(f"ratings leaderboard: {message} (HTTP {exc.code})", file=sys.stderr)
-        return 1
-    except (urllib.error.URLError, OSError) as exc:
-        print(f"ratings leaderboard: cannot reach the API at {api}: {getattr(exc, 'reason', exc)}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(board))
-        return 0
-    print(f"{board['league']} ({board.get('players_total', len(board['players'])):,} players)")
-    print(f"{'#':>5}  {'player':<28} {'rating':>10} {'matches':>8}")
-    for row in board["players"]:
-        print(f"{row['rank']:>5}  {row['player']:<28} {row['rating']:>10.1f} {row['matches']:>8}")
+            return await read(client)
+        finally:
+            await client.stop()
+
+    try:
+        return asyncio.run(run()), 0
+    except ApiError as exc:
+        print(f"ratings {args.command}: {exc}", file=sys.stderr)
+        return None, 1 if exc.status is not None and 400 <= exc.status < 500 else 2
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    if args.around is None and args.radius is not None:
+        return _usage(args, "--radius needs --around PLAYER")
+    if args.around is not None and (args.limit, args.offset) != (None, None):
+        return _usage(args, "--around shows the rows around the player: it takes --radius, not --limit or --offset")
+    if args.around is not None:
+        board, status = _read(args, lambda c: c.leaderboard_around(args.league, args.around,
+                                                                   10 if args.radius is None else args.radius))
+    else:
+        board, status = _read(args, lambda c: c.leaderboard(args.league, args.limit or 20, args.offset or 0))
+    if board is None or args.json:
+        return status or _print_json(board)
+    print(f"{board['league']} ({board['players_total']:,} players, {board['eligible_total']:,} ranked)")
+    rows = board["players"]
+    uncertain = any("uncertainty" in row for row in rows)  # a system with an uncertainty: one more column
+    print(f"  {'#':>6}  {'player':<28} {'rating':>10} {'matches':>8}" + (f" {'uncertainty':>12}" if uncertain else ""))
+    for row in rows:
+        mark = ">" if row["player"] == args.around else " "  # the player the rows are around
+        print(f"{mark} {row['rank']:>6}  {row['player']:<28} {row['rating']:>10.1f} {row['matches']:>8}"
+              + (f" {row.get('uncertainty', float('nan')):>12.1f}" if uncertain else ""))
     return 0
+
+
+_PLAYER_KEYS = ("league", "player", "algorithm", "rating", "matches", "rank", "percentile", "eligible", "provisional",
+                "last_occurred_at")
+
+
+def cmd_player(args: argparse.Namespace) -> int:
+    async def read(client: Any) -> dict:
+        doc = await client.player(args.league, args.player)
+        if args.history:
+            doc["history"] = [change async for change in client.all_history(args.league, args.player, args.history)]
+        return doc
+
+    doc, status = _read(args, read)
+    if doc is None or args.json:
+        return status or _print_json(doc)
+    standing = "eligible" if doc["eligible"] else "provisional" if doc["provisional"] else "inactive"
+    lines = [("rating", f"{doc['rating']:.1f}"), ("matches", doc["matches"])]
+    lines += [(key, f"{value:.1f}" if isinstance(value, float) else value)  # the system's extras, e.g. uncertainty
+              for key, value in doc.items() if key not in _PLAYER_KEYS and key != "history"]
+    lines += [("rank", "-" if doc["rank"] is None else doc["rank"]),
+              ("percentile", "-" if doc["percentile"] is None else f"{doc['percentile']:.1f}"),
+              ("status", standing), ("last match", doc["last_occurred_at"] or "-")]
+    print(f"{doc['player']} in {doc['league']} ({doc['algorithm']})")
+    for label, value in lines:
+        print(f"{label:<16}{value}")
+    if args.history:
+        print(f"\n{'seq':>6}  {'match_id':<24} {'occurred_at':<20} {'rank':>5} {'before':>10} {'after':>10} {'change':>8}")
+        for c in doc["history"]:
+            print(f"{c['seq']:>6}  {c['match_id']:<24} {c['occurred_at'] or '-':<20} {c['rank']:>5} "
+                  f"{c['rating_before']:>10.1f} {c['rating_after']:>10.1f} {c['rating_after'] - c['rating_before']:>+8.1f}")
+    return 0
+
+
+def _print_json(doc: dict) -> int:
+    sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
+    return 0
+
+
+def _usage(args: argparse.Namespace, message: str) -> int:
+    print(f"ratings {args.command}: {message}", file=sys.stderr)
+    return 2  # as argparse's own usage errors
 
 
 # -- ratings demo --------------------------------------------------------------------
@@ -283,14 +339,28 @@ def add_commands(sub: Any) -> None:
                    "a third of the session timeout or less")
     p.add_argument("--loglevel", default="info", help="log level (default info)")
 
-    p = command(sub, "leaderboard", cmd_leaderboard, "print a league's leaderboard from a worker's HTTP API")
-    p.add_argument("league")
-    p.add_argument("--limit", type=int, default=20, help="rows (default 20, at most 100000)")
-    p.add_argument("--offset", type=int, default=0, help="skip this many rows first")
-    p.add_argument("--web-port", type=port, default=env("RATINGS_WEB_PORT", DEFAULTS.web_port),
-                   help="a worker's HTTP port on 127.0.0.1 [RATINGS_WEB_PORT] (default %(default)s); any worker answers for any league")
-    p.add_argument("--api", default=env("RATINGS_API", None), help="the API base URL instead [RATINGS_API]")
-    p.add_argument("--json", action="store_true", help="print the API's JSON")
+    reads = ("Exit status: 0 done; 1 the API refused the request (unknown league or player, a bad value: its message "
+             "is printed); 2 no worker could be reached or answer.")
+    p = command(sub, "leaderboard", cmd_leaderboard, "print a league's leaderboard from a worker's HTTP API",
+                "Print a league's ranked players (not provisional or inactive) from any worker's HTTP API, highest "
+                "rating first (ties by name): --limit rows from --offset, or --radius rows above and below the player "
+                "of --around, whose row is marked '>'. " + reads)
+    p.add_argument("league", metavar="LEAGUE")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="rows (default 20, at most 100000)")
+    p.add_argument("--offset", type=count, metavar="M", help="skip this many rows first (default 0)")
+    p.add_argument("--around", metavar="PLAYER", help="the rows around this ranked player instead")
+    p.add_argument("--radius", type=count, metavar="N", help="with --around: rows above and below (default 10, at most 1000)")
+    add_api_flags(p)
+
+    p = command(sub, "player", cmd_player, "print a player's rating, rank and history from a worker's HTTP API",
+                "Print a player's state in a league from any worker's HTTP API: rating, matches, the system's extras "
+                "(uncertainty, ...), rank and percentile among the ranked players, and whether the player is eligible, "
+                "provisional or inactive; with --history N, the N newest rating changes. " + reads)
+    p.add_argument("league", metavar="LEAGUE")
+    p.add_argument("player", metavar="PLAYER")
+    p.add_argument("--history", type=positive_int, metavar="N",
+                   help="also the N newest rating changes, newest first (with --json: as \"history\")")
+    add_api_flags(p)
 
     p = command(sub, "demo", cmd_demo,
                 "run the service end to end: embedded broker, a worker, sample leagues published, leaderboards printed")

@@ -135,7 +135,7 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
         assert done.returncode == 0, done.stderr
         top = sorted(snap["chess"].items(), key=lambda kv: (-kv[1]["rating"], kv[0]))[:3]
         lines = done.stdout.splitlines()
-        assert lines[0] == f"chess ({len(snap['chess'])} players)"
+        assert lines[0] == f"chess ({len(snap['chess'])} players, {len(snap['chess'])} ranked)"  # no eligibility rules
         for line, (player, state) in zip(lines[2:], top):
             assert line.split()[1] == player and float(line.split()[2]) == round(state["rating"], 1)
         missing = subprocess.run([sys.executable, "-m", "stream_app.cli", "leaderboard", "nope",

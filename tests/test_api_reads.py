@@ -1,0 +1,234 @@
+"""RatingsClient's reads of the HTTP API and the commands built on them, against
+a small stand-in API in this process (no broker, no worker): quoting, the 503
+retries, the errors and exit statuses, paging, and what the commands print.
+The real API is read in tests/e2e/test_reads_cli.py."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from typing import Any, Callable
+
+import orjson
+import pytest
+from aiohttp import web
+
+from stream_app import cli
+from stream_app.client import ApiError, ApiUnreachable, RatingsClient
+from stream_app.processes import free_port
+from stream_app.settings import Settings
+
+
+class FakeApi:
+    """An HTTP server on a thread of its own: `answer(request)` gives (status, document);
+    every request's raw path and query is kept in `seen`."""
+
+    def __init__(self, answer: Callable[[web.Request], tuple[int, Any]]):
+        self.answer = answer
+        self.seen: list[str] = []
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.seen.append(request.raw_path)
+        status, doc = self.answer(request)
+        body = doc if isinstance(doc, bytes) else orjson.dumps(doc)
+        return web.Response(body=body, status=status, content_type="application/json")
+
+    def __enter__(self) -> FakeApi:
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", self._handle)
+        self.runner = web.AppRunner(app)
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.runner.setup(), self.loop).result(10)
+        asyncio.run_coroutine_threadsafe(web.SockSite(self.runner, self.sock).start(), self.loop).result(10)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+def history_of(n: int) -> Callable[[web.Request], tuple[int, Any]]:
+    """A player with n history entries (seq 1..n), paged as the API pages them."""
+    def answer(request: web.Request) -> tuple[int, Any]:
+        limit = int(request.query.get("limit", 100))
+        before = int(request.query.get("before", n + 1))
+        seqs = list(range(min(before - 1, n), 0, -1))
+        page = seqs[:limit]
+        return 200, {"league": "chess", "player": "ann", "changes": [{"seq": s} for s in page],
+                     "next": page[-1] if len(seqs) > limit else None}
+    return answer
+
+
+async def test_reads_need_no_broker_and_quote_ids_in_paths_and_queries():
+    with FakeApi(lambda request: (200, {"path": request.path})) as api:
+        client = RatingsClient("kafka://127.0.0.1:1", api=api.url + "/")  # nothing listens on the broker's port
+        try:
+            assert await client.player("a:b+c@d", "x.y-z_1") == {"path": "/leagues/a:b+c@d/players/x.y-z_1"}
+            await client.leaderboard_around("chess", "ann+bob", radius=0)
+            await client.history("chess", "ann", limit=7, before=9)
+            await client.history("chess", "ann")
+            await client.leaderboard("bad id/x", limit=5, offset=10)
+        finally:
+            await client.stop()
+    assert api.seen == [
+        "/leagues/a%3Ab%2Bc%40d/players/x.y-z_1",
+        "/leagues/chess/leaderboard?around=ann%2Bbob&radius=0",
+        "/leagues/chess/players/ann/history?limit=7&before=9",
+        "/leagues/chess/players/ann/history?limit=100",
+        "/leagues/bad%20id%2Fx/leaderboard?limit=5&offset=10",
+    ]
+
+
+async def test_a_503_is_retried_with_a_back_off_then_raised():
+    replies = iter([(503, {"error": "rebalancing"})] * 2 + [(200, {"ok": 1})] + [(503, {"error": "rebalancing"})] * 9)
+    with FakeApi(lambda request: next(replies)) as api:
+        client = RatingsClient(api=api.url, api_retries=3)
+        client.api_backoff = 0.01
+        try:
+            assert await client.league("chess") == {"ok": 1}
+            assert len(api.seen) == 3
+            with pytest.raises(ApiError) as raised:
+                await client.league("chess")
+        finally:
+            await client.stop()
+    assert len(api.seen) == 3 + 4  # the first try and 3 retries
+    assert (raised.value.status, raised.value.message) == (503, "rebalancing")
+
+
+async def test_refusals_carry_the_status_and_the_apis_error_and_are_not_retried():
+    replies = iter([(404, {"error": "player 'nobody' not found in league 'chess'"}), (400, b"<html>bad</html>"),
+                    (200, b"not json")])
+    with FakeApi(lambda request: next(replies)) as api:
+        client = RatingsClient(api=api.url)
+        try:
+            with pytest.raises(ApiError) as missing:
+                await client.player("chess", "nobody")
+            with pytest.raises(ApiError) as bad:
+                await client.history("chess", "ann", limit=5000)
+            with pytest.raises(ApiError) as foreign:
+                await client.leagues()
+        finally:
+            await client.stop()
+    assert (missing.value.status, missing.value.message) == (404, "player 'nobody' not found in league 'chess'")
+    assert str(missing.value) == "player 'nobody' not found in league 'chess' (HTTP 404)"
+    assert (bad.value.status, bad.value.message) == (400, "<html>bad</html>")
+    assert foreign.value.status == 200 and "not JSON" in foreign.value.message
+    assert len(api.seen) == 3
+
+
+async def test_no_worker_listening_raises_api_unreachable_at_once():
+    client = RatingsClient(api=f"http://127.0.0.1:{free_port()}")
+    try:
+        with pytest.raises(ApiUnreachable) as raised:
+            await client.leaderboard("chess")
+    finally:
+        await client.stop()
+    assert raised.value.status is None and str(raised.value) == f"cannot reach the API at {client.api}: Connection refused"
+    assert isinstance(raised.value, ApiError)
+
+
+async def test_all_history_follows_next_and_stops_at_most():
+    with FakeApi(history_of(2500)) as api:
+        client = RatingsClient(api=api.url)
+        try:
+            every = [c["seq"] async for c in client.all_history("chess", "ann")]
+            some = [c["seq"] async for c in client.all_history("chess", "ann", most=1200)]
+        finally:
+            await client.stop()
+    assert every == list(range(2500, 0, -1))
+    assert some == list(range(2500, 1300, -1))
+    assert api.seen[3:] == ["/leagues/chess/players/ann/history?limit=1000",
+                            "/leagues/chess/players/ann/history?limit=200&before=1501"]
+
+
+async def test_stop_closes_the_session_and_a_later_read_opens_another():
+    with FakeApi(lambda request: (200, {})) as api:
+        client = RatingsClient(api=api.url)
+        await client.leagues()
+        session = client._http
+        await client.stop()
+        assert session.closed and client._http is None
+        await client.leagues()
+        await client.stop()
+    assert len(api.seen) == 2
+
+
+def test_the_api_url_comes_from_the_constructor_or_the_settings():
+    assert RatingsClient().api is None
+    assert RatingsClient.from_settings(Settings(web_port=7001)).api == "http://127.0.0.1:7001"
+    assert RatingsClient.from_settings(Settings(web_host="0.0.0.0", web_port=7002)).api == "http://127.0.0.1:7002"
+    assert RatingsClient.from_settings(Settings(advertised_url="http://w1:6066")).api == "http://w1:6066"
+    assert RatingsClient.from_settings(Settings(), api="https://ratings.example/").api == "https://ratings.example"
+    for bad in ("127.0.0.1:6066", "ftp://host", "http://"):
+        with pytest.raises(ValueError, match="use http://HOST:PORT"):
+            RatingsClient(api=bad)
+    with pytest.raises(ValueError, match="no API URL"):
+        asyncio.run(RatingsClient().leagues())
+
+
+# -- the commands --------------------------------------------------------------------
+BOARD = {"league": "arena", "algorithm": "elo-mmr", "players_total": 9, "eligible_total": 7, "offset": 2,
+         "around": "cy", "players": [{"rank": 3, "player": "bo", "rating": 1612.34, "matches": 14, "uncertainty": 81.2},
+                                     {"rank": 4, "player": "cy", "rating": 1600.0, "matches": 3, "uncertainty": 90.0}]}
+PLAYER = {"league": "arena", "player": "cy", "algorithm": "elo-mmr", "rating": 1600.0, "uncertainty": 90.04,
+          "display_rating": 1330.0, "matches": 3, "rank": 4, "percentile": 42.857, "eligible": True,
+          "provisional": False, "last_occurred_at": "2026-01-02T03:04:05Z"}
+CHANGES = [{"seq": 3, "match_id": "m-9", "occurred_at": "2026-01-02T03:04:05Z", "rank": 1, "rating_before": 1580.0,
+            "rating_after": 1600.0, "uncertainty": 90.0, "cause": "match"},
+           {"seq": 2, "match_id": "m-5", "occurred_at": None, "rank": 7, "rating_before": 1590.0,
+            "rating_after": 1580.0, "uncertainty": 95.0, "cause": "match"}]
+
+
+def arena(request: web.Request) -> tuple[int, Any]:
+    if request.path.endswith("/leaderboard"):
+        return 200, BOARD
+    if request.path.endswith("/history"):
+        return 200, {"league": "arena", "player": "cy", "changes": CHANGES[:int(request.query["limit"])], "next": None}
+    if request.path == "/leagues/arena/players/cy":
+        return 200, PLAYER
+    return 404, {"error": f"not found: {request.path}"}
+
+
+def test_leaderboard_around_marks_the_player_and_counts_the_ranked(capsys):
+    with FakeApi(arena) as api:
+        assert cli.main(["leaderboard", "arena", "--around", "cy", "--radius", "1", "--api", api.url]) == 0
+    assert api.seen == ["/leagues/arena/leaderboard?around=cy&radius=1"]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "arena (9 players, 7 ranked)"
+    assert lines[1].split() == ["#", "player", "rating", "matches", "uncertainty"]
+    assert lines[2].split() == ["3", "bo", "1612.3", "14", "81.2"]
+    assert lines[3].split() == [">", "4", "cy", "1600.0", "3", "90.0"]
+
+
+def test_player_prints_the_state_and_the_newest_history(capsys):
+    with FakeApi(arena) as api:
+        assert cli.main(["player", "arena", "cy", "--history", "2", "--api", api.url]) == 0
+        out = capsys.readouterr().out
+        assert cli.main(["player", "arena", "cy", "--json", "--api", api.url]) == 0
+        assert orjson.loads(capsys.readouterr().out) == PLAYER
+    assert api.seen[1] == "/leagues/arena/players/cy/history?limit=2"
+    lines = out.splitlines()
+    fields = {line[:16].strip(): line[16:] for line in lines[1:9]}
+    assert lines[0].split() == ["cy", "in", "arena", "(elo-mmr)"]
+    assert fields == {"rating": "1600.0", "matches": "3", "uncertainty": "90.0", "display_rating": "1330.0",
+                      "rank": "4", "percentile": "42.9", "status": "eligible", "last match": "2026-01-02T03:04:05Z"}
+    assert lines[9] == "" and lines[10].split() == ["seq", "match_id", "occurred_at", "rank", "before", "after", "change"]
+    assert lines[11].split() == ["3", "m-9", "2026-01-02T03:04:05Z", "1", "1580.0", "1600.0", "+20.0"]
+    assert lines[12].split() == ["2", "m-5", "-", "7", "1590.0", "1580.0", "-10.0"]
+    assert len(lines) == 13
+
+
+def test_a_refusal_exits_1_with_the_apis_message_and_no_answer_exits_2(capsys):
+    with FakeApi(arena) as api:
+        assert cli.main(["player", "arena", "nobody", "--api", api.url]) == 1
+    assert capsys.readouterr().err == "ratings player: not found: /leagues/arena/players/nobody (HTTP 404)\n"
+    assert cli.main(["leaderboard", "arena", "--web-port", str(free_port())]) == 2
+    assert "ratings leaderboard: cannot reach the API at http://127.0.0.1:" in capsys.readouterr().err
