@@ -1,0 +1,249 @@
+// The web pages: leagues, a league's leaderboard, a player. One page with
+// routes in the URL's hash; everything comes from the same worker's JSON API.
+// Text from the API (player names are users' ids) goes in with textContent only.
+"use strict";
+
+const PAGE = 50;             // leaderboard rows per page
+const RADIUS = 10;           // rows above and below a searched player
+const CHART_MOST = 5000;     // history entries drawn at most
+const RECENT = 20;           // matches listed on a player's page
+
+const view = document.getElementById("view");
+const where = document.getElementById("where");
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "text") node.textContent = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+  return node;
+}
+
+class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+async function api(path) {
+  const reply = await fetch(path, { headers: { Accept: "application/json" } });
+  let body = null;
+  try { body = await reply.json(); } catch (e) { /* not JSON: reported below */ }
+  if (!reply.ok) throw new ApiError(reply.status, (body && body.error) || `HTTP ${reply.status}`);
+  return body;
+}
+
+const seg = encodeURIComponent;
+const leagueHref = (league, offset) => `#/league/${seg(league)}` + (offset ? `?offset=${offset}` : "");
+const aroundHref = (league, player) => `#/league/${seg(league)}/around/${seg(player)}`;
+const playerHref = (league, player) => `#/player/${seg(league)}/${seg(player)}`;
+const when = (text) => (text ? text.replace("T", " ").replace("Z", " UTC") : "–");
+const fixed = (x, digits = 1) => (x === null || x === undefined ? "–" : Number(x).toFixed(digits));
+
+function show(...nodes) {
+  view.replaceChildren(...nodes);
+}
+
+function problem(error) {
+  return el("p", { class: "error", id: "message", text: error.message });
+}
+
+// -- the leagues --------------------------------------------------------------------
+async function leaguesPage() {
+  where.textContent = "";
+  const doc = await api("/leagues");
+  const rows = doc.leagues.map((league) => el("tr", {},
+    el("td", {}, el("a", { href: leagueHref(league.league), class: "league-link", text: league.league })),
+    el("td", { text: league.algorithm }),
+    el("td", { class: "num", text: league.players.toLocaleString("en") }),
+    el("td", { class: "num", text: league.matches.toLocaleString("en") }),
+    el("td", { text: when(league.latest_occurred_at) })));
+  show(el("h1", { text: "Leagues" }),
+    rows.length ? el("table", { id: "leagues" },
+      el("thead", {}, el("tr", {}, el("th", { text: "league" }), el("th", { text: "system" }),
+        el("th", { class: "num", text: "players" }), el("th", { class: "num", text: "matches" }),
+        el("th", { text: "latest match" }))),
+      el("tbody", {}, ...rows)) : el("p", { class: "note", text: "No league has a match yet." }));
+}
+
+// -- a league's leaderboard -----------------------------------------------------------
+async function leaguePage(league, offset, around) {
+  where.textContent = `› ${league}`;
+  const query = around !== null ? `around=${seg(around)}&radius=${RADIUS}` : `limit=${PAGE}&offset=${offset}`;
+  const search = el("form", { id: "search" },
+    el("input", { id: "search-player", type: "search", placeholder: "find a player", "aria-label": "player",
+                  value: around || "" }),
+    el("button", { type: "submit", text: "Find" }));
+  search.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const name = search.querySelector("input").value.trim();
+    location.hash = name ? aroundHref(league, name) : leagueHref(league);
+  });
+  let board;
+  try {
+    board = await api(`/leagues/${seg(league)}/leaderboard?${query}`);
+  } catch (error) {
+    if (around !== null && error.status === 404) {
+      // Not ranked (provisional or inactive) or unknown: say so, and offer the player's page.
+      show(el("h1", { text: league }), search, problem(error),
+        el("p", {}, el("a", { href: playerHref(league, around), class: "player-link", text: `${around}'s page` })),
+        el("p", {}, el("a", { href: leagueHref(league), text: "back to the leaderboard" })));
+      return;
+    }
+    throw error;
+  }
+  const uncertain = board.players.some((row) => "uncertainty" in row);
+  const rows = board.players.map((row) => el("tr", row.player === around ? { class: "me" } : {},
+    el("td", { class: "num rank", text: String(row.rank) }),
+    el("td", { class: "player" }, el("a", { href: playerHref(league, row.player), class: "player-link", text: row.player })),
+    el("td", { class: "num rating", text: fixed(row.rating) }),
+    el("td", { class: "num matches", text: String(row.matches) }),
+    uncertain ? el("td", { class: "num uncertainty", text: fixed(row.uncertainty) }) : null));
+  const unlisted = board.players_total - board.eligible_total;
+  const counts = el("p", { id: "counts", class: "note",
+    text: `${board.algorithm} · ${board.players_total.toLocaleString("en")} players, ` +
+          `${board.eligible_total.toLocaleString("en")} ranked` +
+          (unlisted ? `; ${unlisted.toLocaleString("en")} not listed (provisional or inactive)` : "") });
+  const first = board.offset;
+  const pager = el("nav", { class: "pager" });
+  if (around === null) {
+    const prev = el("button", { id: "prev", text: "‹ previous" });
+    const next = el("button", { id: "next", text: "next ›" });
+    prev.disabled = first === 0;
+    next.disabled = first + PAGE >= board.eligible_total;
+    prev.addEventListener("click", () => { location.hash = leagueHref(league, Math.max(first - PAGE, 0)); });
+    next.addEventListener("click", () => { location.hash = leagueHref(league, first + PAGE); });
+    pager.append(prev, next,
+      el("span", { class: "note", text: rows.length ? `ranks ${first + 1}–${first + rows.length}` : "no ranked player here" }));
+  } else {
+    pager.append(el("a", { href: leagueHref(league), text: "‹ the whole leaderboard" }));
+  }
+  show(el("h1", { text: league }), counts, search,
+    el("table", { id: "leaderboard" },
+      el("thead", {}, el("tr", {}, el("th", { class: "num", text: "#" }), el("th", { text: "player" }),
+        el("th", { class: "num", text: "rating" }), el("th", { class: "num", text: "matches" }),
+        uncertain ? el("th", { class: "num", text: "uncertainty" }) : null)),
+      el("tbody", {}, ...rows)),
+    pager);
+}
+
+// -- a player -----------------------------------------------------------------------
+async function playerPage(league, player) {
+  where.textContent = `› ${league} › ${player}`;
+  const base = `/leagues/${seg(league)}/players/${seg(player)}`;
+  const doc = await api(base);
+  const changes = [];
+  for (let before = null; changes.length < CHART_MOST;) {
+    const limit = Math.min(1000, CHART_MOST - changes.length);
+    const page = await api(`${base}/history?limit=${limit}` + (before === null ? "" : `&before=${before}`));
+    changes.push(...page.changes);
+    if (page.next === null) break;
+    before = page.next;
+  }
+  const status = doc.eligible ? "ranked" : doc.provisional ? "provisional" : "inactive";
+  const facts = [["rating", "rating", fixed(doc.rating)], ["rank", "rank", doc.rank === null ? "–" : `#${doc.rank}`],
+    ["percentile", "percentile", doc.percentile === null ? "–" : `${fixed(doc.percentile)}%`],
+    ["matches", "matches", String(doc.matches)]];
+  if ("uncertainty" in doc) facts.push(["uncertainty", "uncertainty", fixed(doc.uncertainty)]);
+  facts.push(["last", "last match", when(doc.last_occurred_at)]);
+  show(
+    el("h1", {}, el("span", { id: "player-name", text: player }),
+      el("span", { id: "status", class: `badge ${status}`, text: status })),
+    el("p", {}, el("a", { href: leagueHref(league), text: `‹ ${league}` }),
+      doc.eligible ? el("span", {}, " · ", el("a", { href: aroundHref(league, player), text: "around this player" })) : null),
+    el("dl", { class: "facts" }, ...facts.map(([id, label, value]) =>
+      el("div", {}, el("dt", { text: label }), el("dd", { id, text: value })))),
+    el("h2", { text: "Rating history" }),
+    changes.length ? chart(changes.slice().reverse()) : el("p", { class: "note", text: "No history kept." }),
+    el("h2", { text: "Recent matches" }),
+    recentTable(changes.slice(0, RECENT)));
+}
+
+function recentTable(changes) {
+  const rows = changes.map((c) => {
+    const delta = c.rating_after - c.rating_before;
+    return el("tr", {},
+      el("td", { class: "num", text: String(c.seq) }), el("td", { text: c.match_id }),
+      el("td", { text: when(c.occurred_at) }), el("td", { class: "num", text: String(c.rank) }),
+      el("td", { class: "num", text: fixed(c.rating_before) }), el("td", { class: "num", text: fixed(c.rating_after) }),
+      el("td", { class: `num ${delta >= 0 ? "up" : "down"}`, text: (delta >= 0 ? "+" : "") + fixed(delta) }));
+  });
+  return el("table", { id: "recent" },
+    el("thead", {}, el("tr", {}, ...["seq", "match", "occurred at", "place", "before", "after", "change"].map(
+      (head, i) => el("th", { class: [0, 3, 4, 5, 6].includes(i) ? "num" : "", text: head })))),
+    el("tbody", {}, ...rows));
+}
+
+// The rating after each change against its seq; a band of rating ± uncertainty
+// where the system has one. Each point carries its seq and rating as data
+// attributes (the exact numbers of the API).
+function chart(points) {
+  const width = 920, height = 300, left = 56, right = 12, top = 12, bottom = 28;
+  const banded = points.every((p) => typeof p.uncertainty === "number");
+  const lows = points.map((p) => (banded ? p.rating_after - p.uncertainty : p.rating_after));
+  const highs = points.map((p) => (banded ? p.rating_after + p.uncertainty : p.rating_after));
+  let low = Math.min(...lows), high = Math.max(...highs);
+  if (high - low < 1) { low -= 1; high += 1; }
+  const firstSeq = points[0].seq, lastSeq = points[points.length - 1].seq;
+  const x = (seq) => left + (lastSeq === firstSeq ? 0.5 : (seq - firstSeq) / (lastSeq - firstSeq)) * (width - left - right);
+  const y = (r) => top + (1 - (r - low) / (high - low)) * (height - top - bottom);
+  const root = svg("svg", { id: "history-chart", viewBox: `0 0 ${width} ${height}`, role: "img",
+                            "aria-label": "rating after each match" });
+  root.append(svg("line", { class: "axis", x1: left, y1: height - bottom, x2: width - right, y2: height - bottom }),
+              svg("line", { class: "axis", x1: left, y1: top, x2: left, y2: height - bottom }));
+  for (const value of [low, (low + high) / 2, high]) {
+    const label = svg("text", { x: left - 6, y: y(value) + 4, "text-anchor": "end" });
+    label.textContent = value.toFixed(0);
+    root.append(label);
+  }
+  for (const seq of [firstSeq, lastSeq]) {
+    const label = svg("text", { x: x(seq), y: height - 8, "text-anchor": "middle" });
+    label.textContent = `#${seq}`;
+    root.append(label);
+  }
+  if (banded) {
+    const upper = points.map((p, i) => `${x(p.seq)},${y(highs[i])}`);
+    const lower = points.map((p, i) => `${x(p.seq)},${y(lows[i])}`).reverse();
+    root.append(svg("polygon", { class: "band", points: upper.concat(lower).join(" ") }));
+  }
+  root.append(svg("polyline", { class: "line", points: points.map((p) => `${x(p.seq)},${y(p.rating_after)}`).join(" ") }));
+  const radius = points.length > 300 ? 1.2 : 2.5;
+  for (const p of points) {
+    const dot = svg("circle", { cx: x(p.seq), cy: y(p.rating_after), r: radius,
+                                "data-seq": String(p.seq), "data-rating": String(p.rating_after) });
+    const tip = svg("title", {});
+    tip.textContent = `#${p.seq} ${p.match_id}: ${fixed(p.rating_after)}`;
+    dot.append(tip);
+    root.append(dot);
+  }
+  return root;
+}
+
+// -- routes -------------------------------------------------------------------------
+async function route() {
+  const [path, query] = location.hash.replace(/^#/, "").split("?");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  const offset = Math.max(parseInt(new URLSearchParams(query || "").get("offset") || "0", 10) || 0, 0);
+  view.setAttribute("aria-busy", "true");
+  try {
+    if (parts[0] === "league" && parts.length === 2) await leaguePage(parts[1], offset, null);
+    else if (parts[0] === "league" && parts[2] === "around" && parts.length === 4) await leaguePage(parts[1], 0, parts[3]);
+    else if (parts[0] === "player" && parts.length === 3) await playerPage(parts[1], parts[2]);
+    else await leaguesPage();
+  } catch (error) {
+    show(problem(error), el("p", {}, el("a", { href: "#/", text: "the leagues" })));
+  } finally {
+    view.setAttribute("data-route", location.hash);  // what is drawn (the browser tests wait for it)
+    view.setAttribute("aria-busy", "false");
+  }
+}
+
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,177 @@
+"""The web page (/ui/) in a real headless browser (Debian's chromium through
+selenium), served by a real worker that does not own the leagues shown (so
+every read is forwarded): what the page shows equals the API's answers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from stream_app.offline.sample import multi_player_league, two_player_league
+from stream_app.stream.records import league_partition
+from tests.support.browser import headless_chrome, load, screenshot, settle
+from tests.support.kafka import ensure_topics, keyed, publish, topic_args
+from tests.support.leagues import league_matches
+from tests.support.names import unique_name
+from tests.support.workers import WorkerProcess, assigned, wait_for
+
+CONFIG = """
+[default]
+algorithm = "elo"
+min_matches = 12
+
+[leagues."arena"]
+algorithm = "elo-mmr"
+"""
+
+
+def events() -> list[dict]:
+    rng = random.Random(5)
+    return list(two_player_league("chess", 120, 900, rng)) + list(multi_player_league("arena", 30, 6, 12, rng))
+
+
+@pytest.fixture(scope="module")
+def site(broker, tmp_path_factory):
+    """(the URL of a worker that owns neither league, the API reader, the screenshots' directory)."""
+    tmp = tmp_path_factory.mktemp("web")
+    prefix = unique_name("web")
+    config = tmp / "leagues.toml"
+    config.write_text(CONFIG)
+    docs = events()
+    workers = [WorkerProcess(broker.url, topic_args(prefix), prefix, tmp / name, config, name=name) for name in "ab"]
+    try:
+        asyncio.run(ensure_topics(broker.url, prefix))
+        wait_for(lambda: all(assigned(w) for w in workers) and set.union(*map(assigned, workers)) == set(range(8)),
+                 120, "two workers to share the partitions", workers=workers)
+        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(docs)))
+        wait_for(lambda: league_matches(workers[0], "chess") == 900 and league_matches(workers[0], "arena") == 6,
+                 180, "the matches applied", workers=workers)
+        # Serve the page from a worker that owns neither league, if one does; else from either.
+        owners = {league_partition(league, 8) for league in ("chess", "arena")}
+        page_worker = next((w for w in workers if not assigned(w) & owners), workers[1])
+
+        def read(path: str):
+            with urllib.request.urlopen(page_worker.url + path, timeout=30) as reply:
+                return json.loads(reply.read())
+
+        yield page_worker.url, read, tmp / "screenshots"
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    driver = headless_chrome()
+    yield driver
+    driver.quit()
+
+
+def by_css(driver, selector):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+def board_rows(driver) -> list[tuple[int, str, str]]:
+    return [(int(row.find_element("css selector", ".rank").text), row.find_element("css selector", ".player").text,
+             row.find_element("css selector", ".rating").text) for row in by_css(driver, "#leaderboard tbody tr")]
+
+
+def expected_rows(board: dict) -> list[tuple[int, str, str]]:
+    return [(row["rank"], row["player"], f"{row['rating']:.1f}") for row in board["players"]]
+
+
+def test_leagues_leaderboard_pages_and_a_player_page_show_what_the_api_says(site, browser):
+    url, read, shots = site
+    load(browser, url + "/ui/")
+    assert [a.text for a in by_css(browser, "#leagues a.league-link")] == [doc["league"] for doc in read("/leagues")["leagues"]]
+    screenshot(browser, shots / "leagues.png")
+
+    next(a for a in by_css(browser, "a.league-link") if a.text == "chess").click()
+    settle(browser)
+    first = read("/leagues/chess/leaderboard?limit=50")
+    assert board_rows(browser) == expected_rows(first) and len(first["players"]) == 50
+    counts = by_css(browser, "#counts")[0].text
+    assert f"{first['players_total']} players, {first['eligible_total']} ranked" in counts
+    assert first["players_total"] > first["eligible_total"]  # min_matches leaves some players out
+    assert f"{first['players_total'] - first['eligible_total']} not listed" in counts
+    screenshot(browser, shots / "leaderboard.png")
+
+    by_css(browser, "#next")[0].click()
+    settle(browser)
+    assert board_rows(browser) == expected_rows(read("/leagues/chess/leaderboard?limit=50&offset=50"))
+    by_css(browser, "#prev")[0].click()
+    settle(browser)
+    assert board_rows(browser) == expected_rows(first)
+
+    third = first["players"][2]["player"]
+    next(a for a in by_css(browser, "a.player-link") if a.text == third).click()
+    settle(browser)
+    player = read(f"/leagues/chess/players/{third}")
+    assert by_css(browser, "#player-name")[0].text == third
+    assert by_css(browser, "#rank")[0].text == f"#{player['rank']}" == "#3"
+    assert by_css(browser, "#rating")[0].text == f"{player['rating']:.1f}"
+    assert by_css(browser, "#percentile")[0].text == f"{player['percentile']:.1f}%"
+    assert by_css(browser, "#status")[0].text == "ranked"
+    history = read(f"/leagues/chess/players/{third}/history?limit=1000")
+    assert history["next"] is None and len(history["changes"]) == player["matches"]
+    points = [(int(c.get_attribute("data-seq")), float(c.get_attribute("data-rating")))
+              for c in by_css(browser, "svg#history-chart circle")]
+    assert points == [(c["seq"], c["rating_after"]) for c in reversed(history["changes"])]
+    assert not by_css(browser, "svg#history-chart .band")  # elo has no uncertainty
+    recent = [row.find_elements("css selector", "td")[1].text for row in by_css(browser, "#recent tbody tr")]
+    assert recent == [c["match_id"] for c in history["changes"][:20]]
+    screenshot(browser, shots / "player.png")
+
+
+def test_the_search_box_shows_the_players_around_and_explains_an_unranked_one(site, browser):
+    url, read, shots = site
+    load(browser, url + "/ui/#/league/chess")
+    board = read("/leagues/chess/leaderboard?limit=100000")
+    middle = board["players"][len(board["players"]) // 2]["player"]
+    box = by_css(browser, "#search-player")[0]
+    box.clear()
+    box.send_keys(middle + "\n")
+    settle(browser)
+    around = read(f"/leagues/chess/leaderboard?around={middle}&radius=10")
+    assert board_rows(browser) == expected_rows(around) and len(around["players"]) == 21
+    assert [row.find_element("css selector", ".player").text for row in by_css(browser, "#leaderboard tr.me")] == [middle]
+
+    ranked = {row["player"] for row in board["players"]}
+    rookie = next(f"chess-p{i:04d}" for i in range(1, 121) if f"chess-p{i:04d}" not in ranked)
+    box = by_css(browser, "#search-player")[0]
+    box.clear()
+    box.send_keys(rookie + "\n")
+    settle(browser)
+    assert "provisional" in by_css(browser, "#message")[0].text
+    by_css(browser, "a.player-link")[0].click()
+    settle(browser)
+    player = read(f"/leagues/chess/players/{rookie}")
+    assert player["provisional"] and by_css(browser, "#status")[0].text == "provisional"
+    assert by_css(browser, "#rank")[0].text == "–" and by_css(browser, "#matches")[0].text == str(player["matches"])
+    screenshot(browser, shots / "provisional.png")
+
+
+def test_a_player_with_an_uncertainty_gets_a_band_and_names_are_shown_as_text(site, browser):
+    url, read, shots = site
+    board = read("/leagues/arena/leaderboard?limit=1")
+    name = board["players"][0]["player"]
+    load(browser, url + "/ui/#/player/arena/" + urllib.parse.quote(name, safe=""))
+    history = read(f"/leagues/arena/players/{name}/history")
+    points = [(int(c.get_attribute("data-seq")), float(c.get_attribute("data-rating")))
+              for c in by_css(browser, "svg#history-chart circle")]
+    assert points == [(c["seq"], c["rating_after"]) for c in reversed(history["changes"])]
+    assert len(by_css(browser, "svg#history-chart polygon.band")) == 1
+    assert by_css(browser, "#uncertainty")[0].text == f"{read(f'/leagues/arena/players/{name}')['uncertainty']:.1f}"
+    # An unknown player: the API's message, as text.
+    load(browser, url + "/ui/#/player/arena/" + urllib.parse.quote("<b>nobody</b>", safe=""))
+    message = by_css(browser, "#message")[0]
+    assert "not found" in message.text or "characters" in message.text
+    assert not by_css(browser, "#message b")
+    assert screenshot(browser, shots / "player-arena.png").stat().st_size > 10_000
