@@ -27,8 +27,8 @@ from ..leagues import LeagueConfig
 from ..standings import Standing, Standings
 from .changelog import Checkpoint
 from .records import league_partition
-from .state import (HISTORY, LEAGUES, PLAYERS, history_prefix, league_prefix, player_key, player_state, seq_of,
-                    store_key)
+from .state import (HISTORY, LEAGUES, PLAYERS, history_from_store, history_prefix, league_prefix, player_key,
+                    player_state, seq_of, store_key)
 from .store import LocalStore
 
 STANDINGS_KEPT = 64  # leagues whose standings are kept (least recently read dropped first)
@@ -92,7 +92,7 @@ class Reads:
         prefix = store_key(HISTORY, history_prefix(league, player))
         below = prefix + (_TOP if before is None else before.to_bytes(8, "big"))
         rows = self.store.scan_back(league_partition(league, self.partitions), prefix, below, limit + 1)
-        entries = [orjson.loads(value) for _, value in rows[:limit]]
+        entries = [history_from_store(orjson.loads(value)) for _, value in rows[:limit]]
         return entries, (seq_of(rows[limit - 1][0]) if len(rows) > limit else None)
 
     # -- standings -----------------------------------------------------------------------

@@ -20,7 +20,7 @@ from ..events import BadEvent, dead_letter, parse_match, rating_changed_events
 from ..leagues import LeagueConfig
 from ..rating import Applied, DuplicateMatch, apply_match
 from .state import (HISTORY, LAST_TIME, LEAGUES, MATCHES, PLAYERS, PartitionState, history_key, match_key, player_key,
-                    player_state)
+                    player_state, stored_history)
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class PartitionLeagues:
             kept = self.config.options_for(league).history_max
             for change, entry in zip(changes, history):
                 seq = entry["seq"]
-                put(HISTORY, history_key(league, change.player, seq), entry)
+                put(HISTORY, history_key(league, change.player, seq), stored_history(entry, match.time))
                 if kept is not None and seq > kept:  # bounded: the entry that falls out goes
                     put(HISTORY, history_key(league, change.player, seq - kept), None)
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import orjson
 
-from ..events import SEP
+from ..events import SEP, format_time
 from .changelog import Checkpoint, checkpoint_record, row_record
 
 # Tables: one key space per partition, each table's keys behind its own first byte.
@@ -62,6 +62,27 @@ def history_key(league: str, player: str, seq: int) -> bytes:
 
 def seq_of(key: bytes) -> int:
     return int.from_bytes(key[-8:], "big")
+
+
+# A history entry is stored as a list in this order (half the bytes of the object the
+# API answers: every entry is a changelog record, and compaction never merges them).
+_HISTORY_FIELDS = ("seq", "match_id", "occurred_at", "rank", "rating_before", "rating_after", "uncertainty", "cause")
+
+
+def stored_history(entry: dict[str, Any], time: float | None) -> list[Any]:
+    """An entry (rating.history_entry) as stored; `occurred_at` as the match's seconds."""
+    return [entry["seq"], entry["match_id"], time, entry["rank"], entry["rating_before"], entry["rating_after"],
+            entry.get("uncertainty"), entry["cause"]]
+
+
+def history_from_store(value: list[Any]) -> dict[str, Any]:
+    """The entry back, equal to the one rating.history_entry built."""
+    entry = dict(zip(_HISTORY_FIELDS, value))
+    if entry["occurred_at"] is not None:
+        entry["occurred_at"] = format_time(entry["occurred_at"])
+    if entry["uncertainty"] is None:
+        del entry["uncertainty"]
+    return entry
 
 
 # The stream's player record is the rating state plus the time of the player's
