@@ -30,10 +30,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
-import json
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -46,8 +44,8 @@ import orjson
 from stream_app.broker import EmbeddedBroker
 from stream_app.offline.sample import multi_player_league, two_player_league
 
-from .streamtools import (ROOT, Collector, PhaseSampler, Topics, Worker, create_topics, dir_size, keyed, log,
-                          percentiles, profile, publish, vm_hwm, vm_rss, wait_until)
+from .streamtools import (ROOT, Collector, PhaseSampler, Topics, Worker, command_main, create_topics, dir_size, keyed,
+                          log, percentiles, profile, publish, vm_hwm, vm_rss, wait_until)
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
 CODEFORCES_CONFIG = ROOT / "deploy" / "codeforces-elo-mmr.toml"
@@ -544,16 +542,7 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    # Stopped with SIGTERM, or SIGINT in the background (where it is ignored by default),
-    # the benchmark still stops its workers and brokers (finally clauses run on SystemExit).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    results = run(args)
-    if args.output:
-        Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
-        print(f"results written to {args.output}")
-    return 0
+    return command_main(parse_args, run, argv)
 
 
 if __name__ == "__main__":

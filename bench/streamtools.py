@@ -347,3 +347,21 @@ class PhaseSampler(threading.Thread):
         self.join(10)
         total = sum(self.counts.values()) or 1
         return {phase: round(100.0 * n / total, 1) for phase, n in sorted(self.counts.items(), key=lambda kv: -kv[1])}
+
+
+def command_main(parse_args: Callable[[list[str] | None], Any], run: Callable[[Any], dict], argv: list[str] | None) -> int:
+    """A benchmark run as a command: its flags, then the run; `--output` gets the results."""
+    import json
+    import signal
+    import sys
+
+    args = parse_args(argv)
+    # Stopped with SIGTERM, or SIGINT in the background (where it is ignored by default),
+    # the benchmark still stops its workers and brokers (finally clauses run on SystemExit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    results = run(args)
+    if args.output:
+        Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
+        print(f"results written to {args.output}")
+    return 0

@@ -25,6 +25,12 @@ def ui_routes(app: Any) -> None:
     files = _files()
     page = files["index.html"]
 
+    @app.page("/ui")
+    class Bare(View):
+        async def get(self, request: Request) -> Response:
+            # A typed /ui would otherwise be a 404: send it to the page.
+            return self.bytes(b"", status=301, headers={"Location": "/ui/"})
+
     @app.page("/ui/")
     class Page(View):
         async def get(self, request: Request) -> Response:

@@ -32,12 +32,22 @@ class ApiError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
+// A 503 is a worker taking partitions up (rebalancing, restoring): it answers
+// again within seconds, so ask again a few times before showing an error.
+const RETRIES = [500, 1000, 2000, 4000];
+
 async function api(path) {
-  const reply = await fetch(path, { headers: { Accept: "application/json" } });
-  let body = null;
-  try { body = await reply.json(); } catch (e) { /* not JSON: reported below */ }
-  if (!reply.ok) throw new ApiError(reply.status, (body && body.error) || `HTTP ${reply.status}`);
-  return body;
+  for (let attempt = 0; ; attempt++) {
+    const reply = await fetch(path, { headers: { Accept: "application/json" } });
+    let body = null;
+    try { body = await reply.json(); } catch (e) { /* not JSON: reported below */ }
+    if (reply.status === 503 && attempt < RETRIES.length) {
+      await new Promise((resolve) => setTimeout(resolve, RETRIES[attempt]));
+      continue;
+    }
+    if (!reply.ok) throw new ApiError(reply.status, (body && body.error) || `HTTP ${reply.status}`);
+    return body;
+  }
 }
 
 const seg = encodeURIComponent;
@@ -47,16 +57,12 @@ const playerHref = (league, player) => `#/player/${seg(league)}/${seg(player)}`;
 const when = (text) => (text ? text.replace("T", " ").replace("Z", " UTC") : "–");
 const fixed = (x, digits = 1) => (x === null || x === undefined ? "–" : Number(x).toFixed(digits));
 
-function show(...nodes) {
-  view.replaceChildren(...nodes);
-}
-
 function problem(error) {
   return el("p", { class: "error", id: "message", text: error.message });
 }
 
 // -- the leagues --------------------------------------------------------------------
-async function leaguesPage() {
+async function leaguesPage(draw) {
   where.textContent = "";
   const doc = await api("/leagues");
   const rows = doc.leagues.map((league) => el("tr", {},
@@ -65,7 +71,7 @@ async function leaguesPage() {
     el("td", { class: "num", text: league.players.toLocaleString("en") }),
     el("td", { class: "num", text: league.matches.toLocaleString("en") }),
     el("td", { text: when(league.latest_occurred_at) })));
-  show(el("h1", { text: "Leagues" }),
+  draw(el("h1", { text: "Leagues" }),
     rows.length ? el("table", { id: "leagues" },
       el("thead", {}, el("tr", {}, el("th", { text: "league" }), el("th", { text: "system" }),
         el("th", { class: "num", text: "players" }), el("th", { class: "num", text: "matches" }),
@@ -74,7 +80,7 @@ async function leaguesPage() {
 }
 
 // -- a league's leaderboard -----------------------------------------------------------
-async function leaguePage(league, offset, around) {
+async function leaguePage(draw, league, offset, around) {
   where.textContent = `› ${league}`;
   const query = around !== null ? `around=${seg(around)}&radius=${RADIUS}` : `limit=${PAGE}&offset=${offset}`;
   const search = el("form", { id: "search" },
@@ -92,7 +98,7 @@ async function leaguePage(league, offset, around) {
   } catch (error) {
     if (around !== null && error.status === 404) {
       // Not ranked (provisional or inactive) or unknown: say so, and offer the player's page.
-      show(el("h1", { text: league }), search, problem(error),
+      draw(el("h1", { text: league }), search, problem(error),
         el("p", {}, el("a", { href: playerHref(league, around), class: "player-link", text: `${around}'s page` })),
         el("p", {}, el("a", { href: leagueHref(league), text: "back to the leaderboard" })));
       return;
@@ -125,7 +131,7 @@ async function leaguePage(league, offset, around) {
   } else {
     pager.append(el("a", { href: leagueHref(league), text: "‹ the whole leaderboard" }));
   }
-  show(el("h1", { text: league }), counts, search,
+  draw(el("h1", { text: league }), counts, search,
     el("table", { id: "leaderboard" },
       el("thead", {}, el("tr", {}, el("th", { class: "num", text: "#" }), el("th", { text: "player" }),
         el("th", { class: "num", text: "rating" }), el("th", { class: "num", text: "matches" }),
@@ -135,7 +141,7 @@ async function leaguePage(league, offset, around) {
 }
 
 // -- a player -----------------------------------------------------------------------
-async function playerPage(league, player) {
+async function playerPage(draw, league, player) {
   where.textContent = `› ${league} › ${player}`;
   const base = `/leagues/${seg(league)}/players/${seg(player)}`;
   const doc = await api(base);
@@ -153,7 +159,7 @@ async function playerPage(league, player) {
     ["matches", "matches", String(doc.matches)]];
   if ("uncertainty" in doc) facts.push(["uncertainty", "uncertainty", fixed(doc.uncertainty)]);
   facts.push(["last", "last match", when(doc.last_occurred_at)]);
-  show(
+  draw(
     el("h1", {}, el("span", { id: "player-name", text: player }),
       el("span", { id: "status", class: `badge ${status}`, text: status })),
     el("p", {}, el("a", { href: leagueHref(league), text: `‹ ${league}` }),
@@ -227,21 +233,31 @@ function chart(points) {
 }
 
 // -- routes -------------------------------------------------------------------------
+// Route changes so far. A route changed again while its page was loading (a
+// second click, Back) is not drawn: its answers can come after the newer page's.
+let routes = 0;
+
 async function route() {
-  const [path, query] = location.hash.replace(/^#/, "").split("?");
+  const turn = ++routes;
+  const newest = () => turn === routes;
+  const draw = (...nodes) => { if (newest()) view.replaceChildren(...nodes); };
+  const hash = location.hash;
+  const [path, query] = hash.replace(/^#/, "").split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   const offset = Math.max(parseInt(new URLSearchParams(query || "").get("offset") || "0", 10) || 0, 0);
   view.setAttribute("aria-busy", "true");
   try {
-    if (parts[0] === "league" && parts.length === 2) await leaguePage(parts[1], offset, null);
-    else if (parts[0] === "league" && parts[2] === "around" && parts.length === 4) await leaguePage(parts[1], 0, parts[3]);
-    else if (parts[0] === "player" && parts.length === 3) await playerPage(parts[1], parts[2]);
-    else await leaguesPage();
+    if (parts[0] === "league" && parts.length === 2) await leaguePage(draw, parts[1], offset, null);
+    else if (parts[0] === "league" && parts[2] === "around" && parts.length === 4) await leaguePage(draw, parts[1], 0, parts[3]);
+    else if (parts[0] === "player" && parts.length === 3) await playerPage(draw, parts[1], parts[2]);
+    else await leaguesPage(draw);
   } catch (error) {
-    show(problem(error), el("p", {}, el("a", { href: "#/", text: "the leagues" })));
+    draw(problem(error), el("p", {}, el("a", { href: "#/", text: "the leagues" })));
   } finally {
-    view.setAttribute("data-route", location.hash);  // what is drawn (the browser tests wait for it)
-    view.setAttribute("aria-busy", "false");
+    if (newest()) {
+      view.setAttribute("data-route", hash);  // what is drawn (the browser tests wait for it)
+      view.setAttribute("aria-busy", "false");
+    }
   }
 }
 

@@ -5,10 +5,13 @@ every read is forwarded): what the page shows equals the API's answers."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import random
+import time
 import urllib.parse
 import urllib.request
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
@@ -83,8 +86,14 @@ def board_rows(driver) -> list[tuple[int, str, str]]:
              row.find_element("css selector", ".rating").text) for row in by_css(driver, "#leaderboard tbody tr")]
 
 
+def fixed(x: float) -> str:
+    """x as the page shows it, JavaScript's x.toFixed(1): an exact tie (a percentile of
+    6.25) rounds away from zero, where Python's format rounds to even ("6.2")."""
+    return str(Decimal(x).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+
+
 def expected_rows(board: dict) -> list[tuple[int, str, str]]:
-    return [(row["rank"], row["player"], f"{row['rating']:.1f}") for row in board["players"]]
+    return [(row["rank"], row["player"], fixed(row["rating"])) for row in board["players"]]
 
 
 def test_leagues_leaderboard_pages_and_a_player_page_show_what_the_api_says(site, browser):
@@ -116,8 +125,8 @@ def test_leagues_leaderboard_pages_and_a_player_page_show_what_the_api_says(site
     player = read(f"/leagues/chess/players/{third}")
     assert by_css(browser, "#player-name")[0].text == third
     assert by_css(browser, "#rank")[0].text == f"#{player['rank']}" == "#3"
-    assert by_css(browser, "#rating")[0].text == f"{player['rating']:.1f}"
-    assert by_css(browser, "#percentile")[0].text == f"{player['percentile']:.1f}%"
+    assert by_css(browser, "#rating")[0].text == fixed(player["rating"])
+    assert by_css(browser, "#percentile")[0].text == fixed(player["percentile"]) + "%"
     assert by_css(browser, "#status")[0].text == "ranked"
     history = read(f"/leagues/chess/players/{third}/history?limit=1000")
     assert history["next"] is None and len(history["changes"]) == player["matches"]
@@ -168,10 +177,50 @@ def test_a_player_with_an_uncertainty_gets_a_band_and_names_are_shown_as_text(si
               for c in by_css(browser, "svg#history-chart circle")]
     assert points == [(c["seq"], c["rating_after"]) for c in reversed(history["changes"])]
     assert len(by_css(browser, "svg#history-chart polygon.band")) == 1
-    assert by_css(browser, "#uncertainty")[0].text == f"{read(f'/leagues/arena/players/{name}')['uncertainty']:.1f}"
+    assert by_css(browser, "#uncertainty")[0].text == fixed(read(f"/leagues/arena/players/{name}")["uncertainty"])
     # An unknown player: the API's message, as text.
     load(browser, url + "/ui/#/player/arena/" + urllib.parse.quote("<b>nobody</b>", safe=""))
     message = by_css(browser, "#message")[0]
     assert "not found" in message.text or "characters" in message.text
     assert not by_css(browser, "#message b")
     assert screenshot(browser, shots / "player-arena.png").stat().st_size > 10_000
+
+
+def test_the_page_files_are_served_with_their_types_and_nothing_else(site):
+    url, _, _ = site
+
+    def get(path: str):
+        # http.client follows no redirect: /ui must answer with one itself.
+        connection = http.client.HTTPConnection(urllib.parse.urlsplit(url).netloc, timeout=30)
+        try:
+            connection.request("GET", path)
+            reply = connection.getresponse()
+            return reply.status, reply.getheader("Content-Type"), reply.getheader("Location"), reply.read()
+        finally:
+            connection.close()
+
+    assert get("/ui")[0] == 301 and get("/ui")[2] == "/ui/"
+    page = get("/ui/")
+    assert page[:2] == (200, "text/html; charset=utf-8") and b'<script src="/ui/app.js">' in page[3]
+    assert get("/ui/app.js")[1] == "text/javascript; charset=utf-8"
+    assert get("/ui/style.css")[1] == "text/css; charset=utf-8"
+    for path in ("/ui/nothing.js", "/ui/..%2Fstream%2Fui.py", "/ui/%2e%2e", "/ui/__init__.py"):
+        assert get(path)[0] == 404, path
+
+
+def test_a_page_left_while_it_loads_is_not_drawn_over_the_next(site, browser):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    url, read, _ = site
+    load(browser, url + "/ui/#/league/arena")
+    player = read("/leagues/arena/leaderboard?limit=1")["players"][0]["player"]
+    for _ in range(3):
+        # The player page needs two answers (player, history), the leaderboard one: the
+        # player page's come last, after the leaderboard asked for has been drawn.
+        browser.execute_script(f"location.hash = '#/player/arena/{player}'; "
+                               "setTimeout(() => { location.hash = '#/league/chess'; }, 5);")
+        WebDriverWait(browser, 15).until(lambda d: d.execute_script("return location.hash") == "#/league/chess")
+        settle(browser)
+        time.sleep(0.5)  # time for the player page's late answers to arrive
+        assert by_css(browser, "#view h1")[0].text == "chess" and not by_css(browser, "#player-name")
+        load(browser, url + "/ui/#/league/arena")
