@@ -121,9 +121,7 @@ class Api:
         """The local answer (a document, or Refused), timed per endpoint."""
         started = time.perf_counter()
         try:
-            doc = local()
-            if inspect.isawaitable(doc):
-                doc = await doc
+            doc = await _maybe_await(local())
             response = _json(view, doc) if isinstance(doc, dict) else doc  # else: a forwarded answer
         except Refused as exc:
             response = _error(view, exc.status, exc.message)

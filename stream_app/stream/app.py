@@ -74,7 +74,7 @@ class WorkerApp:
         self.worker = Worker(settings, self.config, self.store, kafka_io.ProducerSender(self.app),
                              KafkaChangelog(self.kafka_options()), intake)
         self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic)
-        self.reads = Reads(self.store, settings.partitions, self.worker.checkpoint, self.config)
+        self.reads = Reads(self.store, settings.partitions, self.config)
         self.worker.committer.on_take_up = self.reads.taken_up
         self.worker.committer.on_commit = self.reads.committed
         self.api = Api(self.reads, self.config, self.owns, self.owner_url, self.ready, self.health)

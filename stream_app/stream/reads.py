@@ -25,7 +25,6 @@ import orjson
 from ..events import SEP
 from ..leagues import LeagueConfig
 from ..standings import Standing, Standings
-from .changelog import Checkpoint
 from .records import league_partition
 from .state import (HISTORY, LEAGUES, PLAYERS, history_from_store, history_prefix, league_prefix, player_key,
                     player_state, seq_of, store_key)
@@ -56,11 +55,9 @@ class _Kept:
 class Reads:
     """Committed league and player records of the partitions this worker owns."""
 
-    def __init__(self, store: LocalStore, partitions: int, checkpoint: Callable[[int], Checkpoint],
-                 config: LeagueConfig):
+    def __init__(self, store: LocalStore, partitions: int, config: LeagueConfig):
         self.store = store
         self.partitions = partitions
-        self.checkpoint = checkpoint  # partition -> its last checkpoint
         self.config = config
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self.builds = 0  # standings built (shown by /health)
@@ -75,11 +72,6 @@ class Reads:
     def player(self, league: str, player: str) -> dict[str, Any] | None:
         """The player's stored record: the rating state plus `last_time` (stream/state.py)."""
         return self._committed(PLAYERS, league, player_key(league, player))
-
-    def league_players(self, league: str) -> list[tuple[str, dict[str, Any]]]:
-        prefix = store_key(PLAYERS, league_prefix(league))
-        records = self.store.scan(league_partition(league, self.partitions), prefix)
-        return [(key[len(prefix):].decode(), orjson.loads(value)) for key, value in records]
 
     def leagues(self, partition: int) -> list[tuple[str, dict[str, Any]]]:
         """Every league record of a partition."""
@@ -179,13 +171,14 @@ class Reads:
         readers: dict[str, Callable[[dict[str, Any]], Standing]] = {}
         for (table, key), value in overlay.items():
             if table == PLAYERS:
-                league, _, name = key.partition(_SEP)
-                kept = self._kept.get(league.decode())
+                league_key, _, name = key.partition(_SEP)
+                league = league_key.decode()
+                kept = self._kept.get(league)
                 if kept is None or value is None:
                     continue
-                reader = readers.get(kept_league := league.decode())
+                reader = readers.get(league)
                 if reader is None:
-                    reader = readers[kept_league] = self._standing_reader(kept_league)
+                    reader = readers[league] = self._standing_reader(league)
                 self._apply(kept, "player", (name.decode(), reader(value)))
             elif table == LEAGUES and value is not None:
                 kept = self._kept.get(key.decode())

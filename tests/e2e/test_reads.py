@@ -5,19 +5,15 @@ brute-force sort of its players; and bad requests refused by name."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 
 import pytest
 
-from stream_app.events import parse_time
+from stream_app.events import format_time, parse_match, parse_time
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
-from tests.support.kafka import ensure_topics, keyed, publish, topic_args
-from tests.support.leagues import league_matches
-from tests.support.names import unique_name
-from tests.support.workers import WorkerProcess, assigned, wait_for
+from tests.support.workers import applied_by
 
 CONFIG = """
 [default]
@@ -40,28 +36,20 @@ def events() -> list[dict]:
     chess = list(two_player_league("chess", 30, 400, rng))
     start = parse_time(chess[0]["occurred_at"])
     # Players who played days before the rest (inactive at the end), and one who played once (provisional).
-    early = [{"league": "chess", "match_id": f"early-{i}", "occurred_at": _iso(start - 5 * 86400 + 60 * i),
+    early = [{"league": "chess", "match_id": f"early-{i}", "occurred_at": format_time(start - 5 * 86400 + 60 * i),
               "participants": [{"player": f"ghost{i % 3}", "rank": 1}, {"player": f"ghost{(i + 1) % 3}", "rank": 2}]}
              for i in range(9)]
-    late = [{"league": "chess", "match_id": "late", "occurred_at": _iso(start + 86400),
+    late = [{"league": "chess", "match_id": "late", "occurred_at": format_time(start + 86400),
              "participants": [{"player": "rookie", "rank": 1}, {"player": "chess-p0001", "rank": 2}]}]
     short = list(two_player_league("short", 8, 60, rng))
     arena = list(multi_player_league("arena", 60, 10, 25, rng))
     return early + chess + late + short + arena
 
 
-def _iso(seconds: float) -> str:
-    from stream_app.events import format_time
-
-    return format_time(seconds)
-
-
 class Expected:
     """The replay of the same events, and the standings the rules give, by brute force."""
 
     def __init__(self, docs: list[dict], config: LeagueConfig):
-        from stream_app.events import parse_match
-
         self.config = config
         self.ledger = Ledger(config)
         self.history: dict[tuple[str, str], list[dict]] = {}
@@ -94,25 +82,12 @@ class Expected:
 def served(broker, tmp_path_factory):
     """Two workers that have applied `events()`, and what the replay says they hold."""
     tmp = tmp_path_factory.mktemp("reads")
-    prefix = unique_name("reads")
     config_path = tmp / "leagues.toml"
     config_path.write_text(CONFIG)
     docs = events()
     expected = Expected(docs, LeagueConfig.from_toml(CONFIG))
-    a = WorkerProcess(broker.url, topic_args(prefix), prefix, tmp / "a", config_path, name="a")
-    b = WorkerProcess(broker.url, topic_args(prefix), prefix, tmp / "b", config_path, name="b")
-    try:
-        asyncio.run(ensure_topics(broker.url, prefix))
-        wait_for(lambda: assigned(a) and assigned(b) and assigned(a) | assigned(b) == set(range(8)),
-                 120, "two workers to share the partitions", workers=[a, b])
-        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(docs)))
-        counts = {league: len(seen) for league, seen in expected.ledger.seen.items()}
-        wait_for(lambda: all(league_matches(a, league) == n for league, n in counts.items()), 180, "the matches applied",
-                 workers=[a, b])
+    with applied_by(broker, tmp, config_path, docs, "reads") as (a, b):
         yield a, b, expected
-    finally:
-        a.stop()
-        b.stop()
 
 
 def test_every_league_is_listed_by_either_worker(served):

@@ -18,10 +18,8 @@ import pytest
 from stream_app import cli
 from stream_app.client import ApiError, RatingsClient
 from stream_app.processes import free_port
-from tests.support.kafka import ensure_topics, keyed, publish, topic_args
-from tests.support.leagues import league_events, league_matches
-from tests.support.names import unique_name
-from tests.support.workers import WorkerProcess, assigned, wait_for
+from tests.support.leagues import league_events
+from tests.support.workers import WorkerProcess, applied_by
 
 MIN_MATCHES = 5
 CONFIG = f"""
@@ -78,7 +76,6 @@ class Served:
 def served(broker, tmp_path_factory):
     """A worker that has applied `events()`, and `ratings replay` of the same file."""
     tmp = tmp_path_factory.mktemp("reads-cli")
-    prefix = unique_name("readscli")
     config, matches = tmp / "leagues.toml", tmp / "matches.jsonl"
     config.write_text(CONFIG)
     docs = events()
@@ -90,19 +87,8 @@ def served(broker, tmp_path_factory):
     for line in (tmp / "history.jsonl").read_bytes().splitlines():
         entry = orjson.loads(line)
         history.setdefault((entry.pop("league"), entry.pop("player")), []).append(entry)
-    worker = WorkerProcess(broker.url, topic_args(prefix), prefix, tmp / "w", config, name="w")
-    try:
-        asyncio.run(ensure_topics(broker.url, prefix))
-        wait_for(lambda: assigned(worker) == set(range(8)), 120, "the worker to take the partitions", workers=[worker])
-        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(docs)))
-        counts = {}
-        for doc in docs:
-            counts[doc["league"]] = counts.get(doc["league"], 0) + 1
-        wait_for(lambda: all(league_matches(worker, league) == n for league, n in counts.items()), 180,
-                 "the matches applied", workers=[worker])
+    with applied_by(broker, tmp, config, docs, "readscli", names="w") as (worker,):
         yield Served(worker, state, history)
-    finally:
-        worker.stop()
 
 
 def ratings(capsys, *argv: str) -> tuple[int, str, str]:

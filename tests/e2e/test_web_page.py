@@ -4,7 +4,6 @@ every read is forwarded): what the page shows equals the API's answers."""
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
 import random
@@ -18,10 +17,7 @@ import pytest
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.stream.records import league_partition
 from tests.support.browser import headless_chrome, load, screenshot, settle
-from tests.support.kafka import ensure_topics, keyed, publish, topic_args
-from tests.support.leagues import league_matches
-from tests.support.names import unique_name
-from tests.support.workers import WorkerProcess, assigned, wait_for
+from tests.support.workers import applied_by, assigned
 
 CONFIG = """
 [default]
@@ -42,18 +38,9 @@ def events() -> list[dict]:
 def site(broker, tmp_path_factory):
     """(the URL of a worker that owns neither league, the API reader, the screenshots' directory)."""
     tmp = tmp_path_factory.mktemp("web")
-    prefix = unique_name("web")
     config = tmp / "leagues.toml"
     config.write_text(CONFIG)
-    docs = events()
-    workers = [WorkerProcess(broker.url, topic_args(prefix), prefix, tmp / name, config, name=name) for name in "ab"]
-    try:
-        asyncio.run(ensure_topics(broker.url, prefix))
-        wait_for(lambda: all(assigned(w) for w in workers) and set.union(*map(assigned, workers)) == set(range(8)),
-                 120, "two workers to share the partitions", workers=workers)
-        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(docs)))
-        wait_for(lambda: league_matches(workers[0], "chess") == 900 and league_matches(workers[0], "arena") == 6,
-                 180, "the matches applied", workers=workers)
+    with applied_by(broker, tmp, config, events(), "web") as workers:
         # Serve the page from a worker that owns neither league, if one does; else from either.
         owners = {league_partition(league, 8) for league in ("chess", "arena")}
         page_worker = next((w for w in workers if not assigned(w) & owners), workers[1])
@@ -63,9 +50,6 @@ def site(broker, tmp_path_factory):
                 return json.loads(reply.read())
 
         yield page_worker.url, read, tmp / "screenshots"
-    finally:
-        for worker in workers:
-            worker.stop()
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ def new_worker(directory, settings: Settings = SETTINGS, options: dict | None = 
 
 
 def reads(worker: Worker, store: LocalStore) -> Reads:
-    return Reads(store, worker.settings.partitions, worker.checkpoint, worker.handler.config)
+    return Reads(store, worker.settings.partitions, worker.handler.config)
 
 
 def records(docs: list, topic: str = TOPIC) -> list[InputRecord]:

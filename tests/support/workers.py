@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from stream_app import processes
 
@@ -59,3 +60,34 @@ def assigned(worker: WorkerProcess) -> set[int]:
     """Partitions the worker owns and serves (empty while it rebalances or restores)."""
     health = worker.health()
     return set(health["assigned_partitions"]) if health and health["ready"] else set()
+
+
+@contextmanager
+def applied_by(broker, directory: Path, config: Path, docs: list[dict], prefix: str,
+               names: str = "ab") -> Iterator[list[WorkerProcess]]:
+    """Workers (one per letter of `names`) sharing the partitions of fresh topics,
+    once they have applied `docs` (each league's matches counted by match_id);
+    stopped afterwards."""
+    import asyncio
+
+    from tests.support.kafka import ensure_topics, keyed, publish, topic_args
+    from tests.support.leagues import league_matches
+    from tests.support.names import unique_name
+
+    prefix = unique_name(prefix)
+    workers = [WorkerProcess(broker.url, topic_args(prefix), prefix, directory / name, config, name=name)
+               for name in names]
+    try:
+        asyncio.run(ensure_topics(broker.url, prefix))
+        wait_for(lambda: all(map(assigned, workers)) and set.union(*map(assigned, workers)) == set(range(8)),
+                 120, "the workers to share the partitions", workers=workers)
+        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(docs)))
+        counts: dict[str, set[str]] = {}
+        for doc in docs:
+            counts.setdefault(doc["league"], set()).add(doc["match_id"])
+        wait_for(lambda: all(league_matches(workers[0], league) == len(ids) for league, ids in counts.items()),
+                 180, "the matches applied", workers=workers)
+        yield workers
+    finally:
+        for worker in workers:
+            worker.stop()
