@@ -32,7 +32,7 @@ def run_demo(seed: int = 7, web_port: int | None = None, serve: bool | None = No
     ledger = Ledger(config)
     for event in events:
         ledger.apply(parse_match(event))
-    expected = {league: len(seen) for league, seen in ledger.seen.items()}
+    expected = {league: record["matches"] for league, record in ledger.records.items()}
 
     port = web_port or (6066 if port_free(HOST, 6066) else free_port())
     with tempfile.TemporaryDirectory(prefix="ratings-demo-") as tmp, EmbeddedBroker(log=os.path.join(tmp, "broker.log")) as broker:

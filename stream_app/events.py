@@ -1,16 +1,15 @@
-"""Events in and out: parse and validate match results, build rating-changed
-and dead-letter events. The JSON Schemas in schemas/ are the contract; this
+"""Events in: parse and validate match results and the commands that void or
+correct them (published.py builds the events that go out). The JSON Schemas in schemas/ are the contract; this
 module compiles them (fastjsonschema) and adds the rules a schema cannot say
 (a player twice in a match, ranks for some participants but not others).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import math
 import re
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from itertools import repeat
@@ -21,7 +20,7 @@ import fastjsonschema
 from fastjsonschema.draft04 import CodeGeneratorDraft04
 import orjson
 
-from .engine import Match, Participant, PlayerState, RatingChange
+from .engine import Match, Participant
 
 MAX_EVENT_BYTES = 1 << 20  # 1 MiB: Kafka's default max message size; the largest Codeforces round is 0.6 MB
 MAX_PARTICIPANTS = 20_000  # the largest Codeforces round has 16,783
@@ -29,9 +28,11 @@ MAX_ID_LENGTH = 128
 # Ids (league, match_id, player): the match-result schema's pattern, and its rule in words.
 ID_RULE = f"must be 1 to {MAX_ID_LENGTH} characters from A-Z a-z 0-9 _ . : @ + - (not '.' or '..')"
 SEP = "\x1f"  # joins ids into keys; cannot occur in an id
-MAX_DEAD_LETTER_BYTES = 1_000_000  # a dead letter's payload is cut to fit (payload_truncated)
 
-SCHEMA_NAMES = ("match-result.v1", "rating-changed.v1", "dead-letter.v1")
+RESULT = "match-result.v1"
+VOIDED = "match-voided.v1"
+CORRECTED = "match-corrected.v1"
+SCHEMA_NAMES = (RESULT, VOIDED, CORRECTED, "rating-changed.v1", "dead-letter.v1")
 
 
 def schema_dir() -> Path:
@@ -317,82 +318,54 @@ def parse_match(raw: bytes | str | dict[str, Any]) -> Match:
     return validate_match(doc)
 
 
-def event_id(league: str, match_id: str, player: str) -> str:
-    """Deterministic: a redelivered rating change has the same id."""
-    # SEP cannot occur in ids, so distinct triples never collide by concatenation.
-    return hashlib.blake2b(f"{league}{SEP}{match_id}{SEP}{player}".encode(), digest_size=16).hexdigest()
+# Commands on the match-results topic, next to the results (rating.py applies them).
+@dataclass(slots=True)
+class Void:
+    """match-voided.v1: the result never counted."""
+
+    league: str
+    match_id: str
+    reason: str
 
 
-def rating_changed_events(algorithm: str, match: Match, changes: list[RatingChange]) -> list[dict[str, Any]]:
-    """The rating-changed event of each participant's change, in participant order."""
-    occurred_at = format_time(match.time) if match.time is not None else None
-    return [
-        _rating_changed(algorithm, match, participant.rank, change, occurred_at)
-        for participant, change in zip(match.participants, changes)
-    ]
+@dataclass(slots=True)
+class Correction:
+    """match-corrected.v1: the result with these standings instead. `match.time` is
+    None when the command gives no occurred_at (the result keeps its time)."""
+
+    match: Match
+    reason: str
+
+    @property
+    def league(self) -> str:
+        return self.match.league
+
+    @property
+    def match_id(self) -> str:
+        return self.match.match_id
 
 
-def _rating_changed(
-    algorithm: str, match: Match, rank: int, change: RatingChange, occurred_at: str | None
-) -> dict[str, Any]:
-    before = change.before
-    after = change.after
-    event: dict[str, Any] = {
-        "schema": "rating-changed.v1",
-        "event_id": event_id(match.league, match.match_id, change.player),
-        "league": match.league,
-        "match_id": match.match_id,
-        "player": change.player,
-        "algorithm": algorithm,
-        "rank": rank,
-        "rating_before": before.rating,
-        "rating_after": after.rating,
-        "delta": after.rating - before.rating,
-        "matches": after.matches,
-    }
-    if occurred_at is not None:
-        event["occurred_at"] = occurred_at
-    # The base class's public() is just rating and matches, already above: skip the call.
-    if type(after).public is not PlayerState.public:
-        for key, value in after.public().items():
-            if key not in ("rating", "matches"):
-                event[key] = value
-    event.update(change.extras)
-    return event
+def parse_input(raw: bytes | str | dict[str, Any]) -> Match | Void | Correction:
+    """An input record: a match result, or a command, told apart by `schema`."""
+    doc = raw if isinstance(raw, dict) else decode_payload(raw)
+    kind = doc.get("schema")
+    if kind is None or kind == RESULT:
+        return validate_match(doc)
+    if kind == VOIDED:
+        _check(VOIDED, doc)
+        return Void(doc["league"], doc["match_id"], doc["reason"])
+    if kind == CORRECTED:
+        _check(CORRECTED, doc)
+        standings = {key: value for key, value in doc.items() if key not in ("schema", "reason")}
+        return Correction(validate_match(standings), doc["reason"])
+    league = doc.get("league") if isinstance(doc.get("league"), str) else None
+    match_id = doc.get("match_id") if isinstance(doc.get("match_id"), str) else None
+    raise BadEvent("schema_violation", f"schema: must be one of {RESULT!r}, {VOIDED!r}, {CORRECTED!r} (got {kind!r}) (enum)",
+                   "schema", league, match_id)
 
 
-def dead_letter(error: BadEvent, payload: bytes | str | dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
-    if isinstance(payload, dict):
-        payload = orjson.dumps(payload)
-    if isinstance(payload, str):
-        payload = payload.encode("utf-8", "surrogatepass")
+def _check(name: str, doc: dict[str, Any]) -> None:
     try:
-        text, encoding = payload.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        text, encoding = base64.b64encode(payload).decode("ascii"), "base64"
-    letter = {
-        "schema": "dead-letter.v1",
-        "reason": error.code,
-        "message": error.message,
-        "field": error.field,
-        "league": error.league,
-        "match_id": error.match_id,
-        "payload": text,
-        "payload_encoding": encoding,
-        "source": source,
-        "failed_at": format_time(datetime.now(timezone.utc).timestamp()),
-    }
-    size = len(orjson.dumps(letter))
-    if size > MAX_DEAD_LETTER_BYTES:
-        # An oversized event (or one whose text grows when escaped as a JSON
-        # string) cannot travel whole: keep the longest prefix that fits and say so.
-        letter["payload_truncated"] = True
-        letter["payload_bytes"] = len(payload)
-        letter["message"] = error.message[:4096]
-        keep = len(payload)
-        while size > MAX_DEAD_LETTER_BYTES and keep > 0:
-            keep = max(0, min(keep - 1, int(keep * (MAX_DEAD_LETTER_BYTES - 1024) / size)))
-            part = payload[:keep]
-            letter["payload"] = part.decode("utf-8", "ignore") if encoding == "utf-8" else base64.b64encode(part).decode("ascii")
-            size = len(orjson.dumps(letter))
-    return letter
+        _compiled(name)(doc)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        raise _schema_error(exc, doc) from None

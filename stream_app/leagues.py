@@ -16,6 +16,8 @@ A TOML file:
     max_uncertainty = 150     # every other key is a parameter of the rating system
     inactive_days = 180
     history_max = 1000
+    late_results = "in_order"
+    snapshot_every = 50
 
 Without a file every league uses `elo` with its defaults. Every mistake
 (unknown algorithm, unknown key, wrong type, value out of range) is an error
@@ -38,6 +40,11 @@ class ConfigError(ValueError):
     pass
 
 
+APPEND = "append"
+IN_ORDER = "in_order"
+LATE_RESULTS = (APPEND, IN_ORDER)
+
+
 @dataclass(frozen=True)
 class LeagueOptions:
     """What the service does with a league's ratings, apart from the rating system.
@@ -46,19 +53,25 @@ class LeagueOptions:
     uncertainty above `max_uncertainty`; inactive when their last match is more
     than `inactive_days` older than the league's latest match. Provisional and
     inactive players are not ranked. `history_max` bounds the rating changes
-    kept per player (None: all; 0: none)."""
+    kept per player (None: all; 0: none). A result that happened before the
+    league's latest is applied when it arrives with `late_results = "append"`,
+    at its place in time with "in_order" (the league is re-rated from there).
+    The league's log opens a boundary every `snapshot_every` results: a re-rate
+    starts from the last one before the first result it changes."""
 
     history_max: int | None = None
     min_matches: int = 0
     max_uncertainty: float | None = None
     inactive_days: float | None = None
+    late_results: str = APPEND
+    snapshot_every: int = 1000
 
     @property
     def inactive_seconds(self) -> float | None:
         return None if self.inactive_days is None else self.inactive_days * 86400.0
 
 
-OPTION_KEYS = ("history_max", "min_matches", "max_uncertainty", "inactive_days")
+OPTION_KEYS = ("history_max", "min_matches", "max_uncertainty", "inactive_days", "late_results", "snapshot_every")
 
 
 @dataclass(frozen=True)
@@ -166,5 +179,12 @@ def _options(values: dict[str, Any], algorithm: str, system: RatingSystem) -> Le
     if "max_uncertainty" in values and not system.has_uncertainty:
         having = ", ".join(sorted(name for name, cls in SYSTEMS.items() if cls.has_uncertainty))
         raise ParamError("max_uncertainty", f"{algorithm!r} ratings have no uncertainty (systems with one: {having})")
+    late = values.get("late_results", APPEND)
+    if late not in LATE_RESULTS:
+        raise ParamError("late_results", f"must be one of {', '.join(map(repr, LATE_RESULTS))} (got {late!r})")
+    every = integer("snapshot_every")
+    if every is not None and every < 1:
+        raise ParamError("snapshot_every", f"must be an integer >= 1 (got {every!r})")
     return LeagueOptions(history_max=integer("history_max"), min_matches=integer("min_matches") or 0,
-                         max_uncertainty=positive("max_uncertainty"), inactive_days=positive("inactive_days"))
+                         max_uncertainty=positive("max_uncertainty"), inactive_days=positive("inactive_days"),
+                         late_results=late, snapshot_every=1000 if every is None else every)

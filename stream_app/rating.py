@@ -1,5 +1,17 @@
-"""Apply one match to its league: the one path, used by `ratings replay` and
-by the stream worker alike, which is why the two agree bit for bit.
+"""Apply one input to its league: a match result, or a command that voids or
+corrects one. The one path, used by `ratings replay` and by the stream worker
+alike, which is why the two agree bit for bit.
+
+Each league keeps its log: the results it counts, in order, each under an
+order key (its place in time, then its arrival). A result goes at the end of
+the log, unless its league has `late_results = "in_order"` and it happened
+before the latest result: then it goes at its place in time. A void, a
+correction, or such a late result changes the log before its end, and the
+league is re-rated from there (rerate.py). Every `snapshot_every` results
+the log opens a boundary; the states a player had at each boundary are kept,
+written once per player and boundary (when the player's state first changes
+after it), so that a re-rate starts at the last boundary before the first
+result it changes.
 
 Where the league's records live is up to the caller (`LeagueState`): the
 replay keeps every league in memory (stream_app/offline/replay.py), the
@@ -8,37 +20,111 @@ worker keeps one partition's leagues in its tables (stream_app/stream/).
 
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
 
 from .engine import InvalidMatch, Match, Participant, PlayerState, RatingChange, RatingSystem
-from .events import BadEvent, format_time
-from .leagues import LeagueConfig
+from .events import BadEvent, Correction, Void, format_time
+from .leagues import IN_ORDER, LeagueConfig, LeagueRule
+
+if TYPE_CHECKING:
+    from .rerate import Rerated
+
+
+@dataclass(slots=True)
+class PlayerRecord:
+    """A player's stored record: the rating state, the time of their last match with
+    an occurred_at (inactivity is judged by it; the replay does not track it) and
+    the boundary of the interval in which the state was last written."""
+
+    state: PlayerState
+    last_time: float | None = None
+    snap: int = 0
+
+
+# A snapshot row of a player who had no state at that boundary (a newcomer after it).
+ABSENT = 0
+VOIDED = {"voided": True}  # the place of a voided match: its match_id stays used
 
 
 class LeagueState(Protocol):
-    """The records `apply_match` reads and writes."""
+    """The records `apply` reads and writes."""
 
+    # -- what applying a match at the end of the log needs ------------------------------
     def league(self, league: str) -> dict[str, Any] | None:
-        """The league's record {"algorithm", "matches", "players"}; None before its first match."""
+        """The league's record {"algorithm", "matches", "players", ...}; None before its first match."""
 
-    def has_match(self, league: str, match_id: str) -> bool:
-        """Whether a match with this id was applied in the league."""
+    def placed(self, league: str, match_id: str) -> dict[str, Any] | None:
+        """The match's place: {"key": hex of its order key}, VOIDED, or None (never applied)."""
 
     def players(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerState | None]:
         """Each named player's state (None: not rated in the league yet)."""
 
-    def save(self, match: Match, changes: list[RatingChange], record: dict[str, Any], history: list[dict[str, Any]]) -> None:
-        """Store the match as applied: the players' new states, the league's new record
-        and each participant's history entry (none when the league keeps no history)."""
+    def save(self, applied: "Applied") -> None:
+        """Store the match as applied: the players' new records (snap = the entry's
+        boundary, with the snapshot rows that takes), the league's new record, each
+        participant's history entry, and for a new entry its place and log row, and
+        the boundary it opens."""
+
+    # -- what a re-rate needs (rerate.py) -------------------------------------------------
+    def put_league(self, league: str, record: dict[str, Any]) -> None: ...
+
+    def put_placed(self, league: str, match_id: str, place: dict[str, Any]) -> None: ...
+
+    def log(self, league: str, start: bytes) -> Iterable[tuple[bytes, Match]]:
+        """The league's log from this order key on, in order."""
+
+    def put_log(self, league: str, key: bytes, match: Match | None) -> None: ...
+
+    def boundary(self, league: str, number: int) -> tuple[bytes, dict[str, Any]] | None:
+        """Boundary `number`'s order key and the league's record before it (None: none)."""
+
+    def put_boundary(self, league: str, number: int, key: bytes | None, record: dict[str, Any] | None) -> None: ...
+
+    def snapshots(self, league: str, first: int, system: RatingSystem) -> Iterable[tuple[int, str, PlayerRecord | None]]:
+        """Snapshot rows (boundary, player, record or None for ABSENT) of boundaries >= first, in that order."""
+
+    def put_snapshot(self, league: str, number: int, player: str, record: PlayerRecord | None) -> None:
+        """Write a snapshot row (None: ABSENT)."""
+
+    def forget_snapshots(self, league: str, after: int) -> None:
+        """Delete the snapshot rows and boundaries above `after`."""
+
+    def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]: ...
+
+    def put_player(self, league: str, name: str, record: PlayerRecord | None) -> None: ...
+
+    def put_history(self, league: str, player: str, entry: dict[str, Any], time: float | None) -> None:
+        """Write a history entry (and drop the one history_max pushes out)."""
+
+    def forget_history(self, league: str, player: str, first: int, last: int) -> None:
+        """Delete the player's history entries first..last (seq)."""
 
 
 class DuplicateMatch(BadEvent):
     """The match_id was already applied in its league (a producer's retry, or a replayed file)."""
 
-    def __init__(self, match: Match):
-        super().__init__("duplicate_match", f"match_id: {match.match_id!r} was already applied in league {match.league!r}",
+    def __init__(self, match: Match, message: str | None = None):
+        super().__init__("duplicate_match",
+                         message or f"match_id: {match.match_id!r} was already applied in league {match.league!r}",
                          "match_id", match.league, match.match_id)
+
+
+class UnknownMatch(BadEvent):
+    def __init__(self, league: str, match_id: str, voided: bool):
+        why = "was voided" if voided else "was never applied"
+        super().__init__("unknown_match", f"match_id: {match_id!r} {why} in league {league!r} (only an applied result "
+                         "can be voided or corrected)", "match_id", league, match_id)
+
+
+@dataclass(slots=True)
+class Place:
+    key: bytes  # the order key of the match's entry in the log
+    boundary: int  # the interval the entry is in
+    opened: dict[str, Any] | None  # the league's record before the entry, if it opens that boundary
+    new: bool  # a new entry of the log (False: re-applied by a re-rate)
 
 
 @dataclass(slots=True)
@@ -49,6 +135,7 @@ class Applied:
     changes: list[RatingChange]  # in participant order
     record: dict[str, Any]  # the league's record after the match
     history: list[dict[str, Any]]  # each participant's history entry, in participant order (or none)
+    place: Place
 
 
 CAUSE_MATCH = "match"  # a history entry written by a match applied
@@ -67,43 +154,172 @@ def history_entry(match: Match, participant: Participant, change: RatingChange, 
     return entry
 
 
-def apply_match(config: LeagueConfig, state: LeagueState, match: Match) -> Applied:
+# -- order keys and log entries -------------------------------------------------------------
+_SIGN = 1 << 63
+_ALL = (1 << 64) - 1
+_DOUBLE = struct.Struct(">d")
+_WORD = struct.Struct(">Q")
+
+
+def order_key(time: float | None, arrival: int) -> bytes:
+    """16 bytes that sort as (time, arrival): the float's bits made to sort as
+    unsigned integers (None sorts first), then the arrival count."""
+    bits = _WORD.unpack(_DOUBLE.pack(-math.inf if time is None else time))[0]
+    bits = bits ^ _ALL if bits & _SIGN else bits | _SIGN
+    return _WORD.pack(bits) + _WORD.pack(arrival)
+
+
+def log_entry(match: Match) -> list[Any]:
+    """A log row: what re-applying the match needs."""
+    return [match.match_id, match.time,
+            [[p.player, p.rank] if p.score is None else [p.player, p.rank, p.score] for p in match.participants]]
+
+
+def match_from_log(league: str, entry: list[Any]) -> Match:
+    match_id, time, people = entry
+    return Match(league, match_id, tuple(Participant(*person) for person in people), time)
+
+
+# -- applying --------------------------------------------------------------------------------
+def apply(config: LeagueConfig, state: LeagueState, item: Match | Void | Correction) -> "Applied | Rerated":
+    """Apply a match result or a command (what an input record holds)."""
+    if isinstance(item, Match):
+        return apply_match(config, state, item)
+    if isinstance(item, Void):
+        return void_match(config, state, item)
+    return correct_match(config, state, item)
+
+
+def apply_match(config: LeagueConfig, state: LeagueState, match: Match) -> "Applied | Rerated":
     """Rate the match with its league's system and save the result in `state`.
 
     Raises DuplicateMatch, or BadEvent (reason `system_rule`) when the league's
     system cannot rate the match or the league is rated with another one. Nothing
-    is saved unless the whole match is rated.
+    is saved unless the whole match is rated. A late result in a league that keeps
+    its results in time order re-rates the league (a Rerated comes back).
     """
     league = match.league
-    rule = config.rule_for(league)
-    record = state.league(league)
-    if record is None:
-        record = {"algorithm": rule.algorithm, "matches": 0, "players": 0}
-    elif record["algorithm"] != rule.algorithm:
-        raise BadEvent("system_rule",
-                       f"league: {league!r} is rated with {record['algorithm']!r} but the configuration now says {rule.algorithm!r}",
-                       "league", league, match.match_id)
-    if state.has_match(league, match.match_id):
+    rule, record = _league(config, state, league, match.match_id)
+    if state.placed(league, match.match_id) is not None:
         raise DuplicateMatch(match)
+    _check(rule.system, match)
+    arrival = record.get("received", record["matches"])
+    order_time = record.get("order_time")
+    time = match.time
+    if time is None:
+        place_time = order_time  # after every result received before it
+    elif order_time is None or time >= order_time:
+        place_time = order_time = time
+    elif rule.options.late_results == IN_ORDER:
+        place_time = time
+    else:
+        place_time = order_time
+    record = {**record, "received": arrival + 1}
+    if order_time is not None:
+        record["order_time"] = order_time
+    key = order_key(place_time, arrival)
+    if place_time is not None and order_time is not None and place_time < order_time:
+        from .rerate import Edit, rerate
+
+        state.put_placed(league, match.match_id, {"key": key.hex()})
+        return rerate(config, state, league, record, Edit(added=(key, match)), match.match_id)
+    return apply_at(rule, state, record, match, key, new=True)
+
+
+def apply_at(rule: LeagueRule, state: LeagueState, record: dict[str, Any], match: Match, key: bytes,
+             new: bool) -> Applied:
+    """Rate the match as the log's entry `key`, after the entries whose results made
+    `record`, and save it. The one step that rates a match: appending a result and
+    re-rating a league both come here."""
     system = rule.system
-    try:
-        system.check(match)
-    except InvalidMatch as exc:
-        raise BadEvent(exc.code, exc.message, exc.field, league, match.match_id) from None
-    prior = state.players(league, [participant.player for participant in match.participants], system)
+    prior = state.players(match.league, [participant.player for participant in match.participants], system)
     newcomers = prior.count(None)
     before = [system.initial_state() if found is None else found for found in prior] if newcomers else prior
     changes = system.rate(match, before)
-    after = {"algorithm": rule.algorithm, "matches": record["matches"] + 1, "players": record["players"] + newcomers}
+    count = record["matches"]
+    boundary, start = record.get("boundary", _NO_BOUNDARY)
+    opened = None
+    if count - start >= rule.options.snapshot_every:
+        boundary, start, opened = boundary + 1, count, record
+    after = {**record, "matches": count + 1, "players": record["players"] + newcomers}
+    if boundary:
+        after["boundary"] = [boundary, start]
     latest = record.get("latest_time")
     if match.time is not None and (latest is None or match.time > latest):
-        latest = match.time
-    if latest is not None:  # the league's latest occurred_at: inactivity counts from it
-        after["latest_time"] = latest
+        after["latest_time"] = match.time  # the league's latest occurred_at: inactivity counts from it
     history = []
     if rule.options.history_max != 0:
         occurred_at = None if match.time is None else format_time(match.time)
         history = [history_entry(match, participant, change, occurred_at)
                    for participant, change in zip(match.participants, changes)]
-    state.save(match, changes, after, history)
-    return Applied(rule.algorithm, match, prior, changes, after, history)
+    applied = Applied(rule.algorithm, match, prior, changes, after, history, Place(key, boundary, opened, new))
+    state.save(applied)
+    return applied
+
+
+_NO_BOUNDARY = (0, 0)  # no boundary opened yet: the league's start is boundary 0
+
+
+def needs_snapshot(boundary: int, record: PlayerRecord | None) -> bool:
+    """Whether writing a player's new state in interval `boundary` first keeps their
+    state at the boundary (a snapshot row): the first write after a boundary does."""
+    return boundary > 0 and (record is None or record.snap < boundary)
+
+
+def void_match(config: LeagueConfig, state: LeagueState, void: Void) -> "Rerated":
+    from .rerate import Edit, rerate
+
+    rule, record = _league(config, state, void.league, void.match_id)
+    key = _placed_key(state, void.league, void.match_id)
+    state.put_placed(void.league, void.match_id, VOIDED)
+    return rerate(config, state, void.league, record, Edit(removed=key), void.match_id)
+
+
+def correct_match(config: LeagueConfig, state: LeagueState, correction: Correction) -> "Rerated":
+    from .rerate import Edit, rerate
+
+    league, match_id = correction.league, correction.match_id
+    rule, record = _league(config, state, league, match_id)
+    key = _placed_key(state, league, match_id)
+    _check(rule.system, correction.match)
+    old = next(iter(state.log(league, key)))[1]
+    match = correction.match
+    if match.time is None:
+        match = Match(league, match_id, match.participants, old.time)
+    if match == old:
+        raise DuplicateMatch(match, f"match_id: {match_id!r} already has these standings in league {league!r} "
+                                    "(a correction changes nothing)")
+    new_key = key
+    if match.time != old.time and rule.options.late_results == IN_ORDER and match.time is not None:
+        # Moved to its new place in time; its arrival still orders it among equal times.
+        new_key = order_key(match.time, int.from_bytes(key[8:], "big"))
+        if record.get("order_time") is None or match.time > record["order_time"]:
+            record = {**record, "order_time": match.time}
+        state.put_placed(league, match_id, {"key": new_key.hex()})
+    return rerate(config, state, league, record, Edit(removed=key, added=(new_key, match)), match_id)
+
+
+def _league(config: LeagueConfig, state: LeagueState, league: str, match_id: str) -> tuple[LeagueRule, dict[str, Any]]:
+    rule = config.rule_for(league)
+    record = state.league(league)
+    if record is None:
+        return rule, {"algorithm": rule.algorithm, "matches": 0, "players": 0}
+    if record["algorithm"] != rule.algorithm:
+        raise BadEvent("system_rule",
+                       f"league: {league!r} is rated with {record['algorithm']!r} but the configuration now says {rule.algorithm!r}",
+                       "league", league, match_id)
+    return rule, record
+
+
+def _check(system: RatingSystem, match: Match) -> None:
+    try:
+        system.check(match)
+    except InvalidMatch as exc:
+        raise BadEvent(exc.code, exc.message, exc.field, match.league, match.match_id) from None
+
+
+def _placed_key(state: LeagueState, league: str, match_id: str) -> bytes:
+    place = state.placed(league, match_id)
+    if place is None or "key" not in place:
+        raise UnknownMatch(league, match_id, place is not None and place.get("voided", False))
+    return bytes.fromhex(place["key"])

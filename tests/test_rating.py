@@ -22,8 +22,8 @@ def test_newcomers_start_from_the_initial_state_and_the_league_record_counts_mat
     assert [c.before for c in first.changes] == [CONFIG.system_for("chess").initial_state()] * 2
     second = apply_match(CONFIG, ledger, match("2", "b", "c"))
     assert second.prior[0] == first.changes[1].after and second.prior[1] is None
-    assert ledger.league("chess") == {"algorithm": "elo", "matches": 2, "players": 3}
-    assert ledger.has_match("chess", "1") and not ledger.has_match("go", "1")
+    assert ledger.league("chess") == {"algorithm": "elo", "matches": 2, "players": 3, "received": 2}
+    assert ledger.placed("chess", "1") is not None and ledger.placed("go", "1") is None
 
 
 def test_a_match_id_applied_before_is_a_duplicate_and_changes_nothing():
@@ -55,13 +55,12 @@ def test_a_league_rated_with_another_system_is_refused():
 
 
 def test_each_participant_gets_a_history_entry_numbered_by_its_match_count():
-    ledger = Ledger(CONFIG)
-    written = []
-    ledger.history = lambda league, player, entry: written.append((league, player, entry))
+    ledger = Ledger(CONFIG, keep_history=True)
     apply_match(CONFIG, ledger, match("1", "a", "b"))
     timed = parse_match({"league": "chess", "match_id": "2", "occurred_at": "2026-03-04T05:06:07Z",
                          "participants": [{"player": "b", "rank": 1}, {"player": "c", "rank": 2}]})
     applied = apply_match(CONFIG, ledger, timed)
+    written = [(league, player, entry) for (league, player) in ledger.histories for entry in ledger.history(league, player)]
     assert [(league, player, entry["seq"]) for league, player, entry in written] == [
         ("chess", "a", 1), ("chess", "b", 1), ("chess", "b", 2), ("chess", "c", 1)]
     b = written[2][2]

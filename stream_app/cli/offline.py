@@ -34,18 +34,17 @@ def format_leaderboard(league: str, players: dict[str, dict[str, Any]], limit: i
     return "\n".join(lines)
 
 
-def history_writer(out: Any) -> Any:
-    """Writes each history entry as a JSON line: {"league", "player", ...the entry}."""
+def write_history(ledger: Ledger, out: Any) -> None:
+    """Every kept history entry as a JSON line {"league", "player", ...the entry}: by
+    league and player in the order first rated, each player's oldest first."""
     write, dumps = out.write, orjson.dumps
-
-    def entry(league: str, player: str, change: dict[str, Any]) -> None:
-        write(dumps({"league": league, "player": player, **change}) + b"\n")
-
-    return entry
+    for league, player in ledger.histories:
+        for entry in ledger.history(league, player):
+            write(dumps({"league": league, "player": player, **entry}) + b"\n")
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    ledger = Ledger(league_config(args.config))
+    ledger = Ledger(league_config(args.config), keep_history=bool(args.history))
     problems = Problems(args.quiet)
     accuracy = None
     if args.metrics_json:
@@ -53,21 +52,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
         accuracy = Accuracy()
         ledger.observer = accuracy.observe
-    history = None
     try:
-        if args.history:
-            history = open(args.history, "wb")
-            ledger.history = history_writer(history)
         report = replay(args.input, ledger, strict=args.strict, on_problem=problems.add)
+        if args.history:
+            with open(args.history, "wb") as history:
+                write_history(ledger, history)
     except ReplayError as exc:
         print(f"ratings replay: {args.input}: {exc} (stopped: --strict)", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"ratings replay: {exc.filename or args.input}: {exc.strerror}", file=sys.stderr)
         return 1
-    finally:
-        if history is not None:
-            history.close()
     problems.summary("invalid lines")
     if accuracy is not None:
         from ..offline.accuracy import format_report
@@ -84,7 +79,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
             Path(args.output).write_bytes(data + b"\n")
     rate = report.matches / report.seconds if report.seconds else 0.0
     print(
-        f"replay: {report.matches:,} matches applied, {report.duplicates:,} duplicates skipped, "
+        f"replay: {report.matches:,} matches applied, "
+        + (f"{report.commands:,} voids and corrections applied ({report.rerates:,} re-rates), " if report.rerates else "")
+        + f"{report.duplicates:,} duplicates skipped, "
         f"{report.skipped:,} invalid lines skipped; {len(ledger.leagues):,} leagues, "
         f"{ledger.player_count:,} players; {report.seconds:.2f} s ({rate:,.0f} matches/s)",
         file=sys.stderr,

@@ -1,8 +1,8 @@
 """Offline replay: the same engine over a file of match-result lines.
 
-`Ledger` holds every league's player states in memory; matches are applied
-through `rating.apply_match`, as in the stream worker, so a replay of a file
-and the stream of the same file end in the same state, bit for bit.
+The `Ledger` (ledger.py) holds every league in memory; results and commands
+are applied through `rating.apply`, as in the stream worker, so a replay of a
+file and the stream of the same file end in the same state, bit for bit.
 """
 
 from __future__ import annotations
@@ -16,91 +16,22 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Sequence
+from typing import IO, Callable, Iterator
 
-from ..engine import Match, PlayerState, RatingChange, RatingSystem
-from ..events import BadEvent, parse_match
-from ..leagues import LeagueConfig
-from ..rating import DuplicateMatch, apply_match
+from ..engine import Match, PlayerState
+from ..events import BadEvent, parse_input
+from ..rerate import Rerated
+from .ledger import Ledger
 
-
-_PLAYER = attrgetter("player")
-_AFTER = attrgetter("after")
-
-
-class Ledger:
-    """Every league's ratings, in memory (a `LeagueState` for `apply_match`)."""
-
-    def __init__(self, config: LeagueConfig | None = None):
-        self.config = config or LeagueConfig.defaults()
-        self.leagues: dict[str, dict[str, PlayerState]] = {}
-        self.records: dict[str, dict[str, Any]] = {}  # league -> its record (algorithm, matches, players)
-        self.seen: dict[str, set[str]] = {}
-        self.applied = 0
-        self.duplicates = 0
-        # Called with (match, prior states, None for newcomers) after each applied match.
-        self.observer: Callable[[Match, list[PlayerState | None]], None] | None = None
-        # Called with (league, player, entry) for each history entry (`ratings replay --history`).
-        self.history: Callable[[str, str, dict[str, Any]], None] | None = None
-
-    def apply(self, match: Match) -> list[RatingChange] | None:
-        """Apply one match; None if its match_id was already applied in its league."""
-        try:
-            applied = apply_match(self.config, self, match)
-        except DuplicateMatch:
-            self.duplicates += 1
-            return None
-        self.applied += 1
-        if self.observer is not None:
-            self.observer(match, applied.prior)
-        return applied.changes
-
-    # -- LeagueState ---------------------------------------------------------------
-    def league(self, league: str) -> dict[str, Any] | None:
-        return self.records.get(league)
-
-    def has_match(self, league: str, match_id: str) -> bool:
-        seen = self.seen.get(league)
-        return seen is not None and match_id in seen
-
-    def players(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerState | None]:
-        players = self.leagues.get(league)
-        return [None] * len(names) if players is None else list(map(players.get, names))
-
-    def save(self, match: Match, changes: list[RatingChange], record: dict[str, Any], history: list[dict[str, Any]]) -> None:
-        league = match.league
-        if self.history is not None:
-            for change, entry in zip(changes, history):
-                self.history(league, change.player, entry)
-        players = self.leagues.get(league)
-        if players is None:
-            players = self.leagues[league] = {}
-            self.seen[league] = set()
-        players.update(zip(map(_PLAYER, changes), map(_AFTER, changes)))
-        self.seen[league].add(match.match_id)
-        self.records[league] = record
-
-    # -- reading -------------------------------------------------------------------
-    def state(self, league: str, player: str) -> PlayerState | None:
-        return self.leagues.get(league, {}).get(player)
-
-    def snapshot(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """{league: {player: {rating, matches, ...extras}}}: the replay output."""
-        return {
-            league: {player: state.public() for player, state in players.items()}
-            for league, players in self.leagues.items()
-        }
-
-    @property
-    def player_count(self) -> int:
-        return sum(len(players) for players in self.leagues.values())
+__all__ = ["Ledger", "ReplayReport", "ReplayError", "replay", "open_lines"]
 
 
 @dataclass
 class ReplayReport:
-    matches: int = 0
+    matches: int = 0  # results applied
+    commands: int = 0  # voids and corrections applied
+    rerates: int = 0  # leagues re-rated (by a command or a late result)
     duplicates: int = 0
     skipped: int = 0
     lines: int = 0
@@ -261,8 +192,8 @@ def _replay_lines(
         if not line.strip():
             continue
         try:
-            match = parse_match(line.rstrip(b"\r\n"))
-            changes = ledger.apply(match)
+            item = parse_input(line.rstrip(b"\r\n"))
+            done = ledger.apply(item)
         except BadEvent as exc:
             if strict:
                 raise ReplayError(number, exc) from None
@@ -272,10 +203,15 @@ def _replay_lines(
             if on_problem is not None:
                 on_problem(number, exc)
             continue
-        if changes is None:
+        if done is None:
             report.duplicates += 1
         else:
-            report.matches += 1
+            if isinstance(item, Match):
+                report.matches += 1
+            else:
+                report.commands += 1
+            if isinstance(done, Rerated):
+                report.rerates += 1
             if unfreeze:
                 gc.freeze()
         if number % 256 == 0:

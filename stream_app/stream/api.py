@@ -253,10 +253,10 @@ class Api:
 
 
 def _league_doc(league: str, record: dict[str, Any]) -> dict[str, Any]:
-    doc = {"league": league, **{key: value for key, value in record.items() if key != "latest_time"}}
     latest = record.get("latest_time")
-    doc["latest_occurred_at"] = None if latest is None else format_time(latest)
-    return doc
+    return {"league": league, "algorithm": record["algorithm"], "matches": record["matches"], "players": record["players"],
+            "latest_occurred_at": None if latest is None else format_time(latest),
+            "rerates": record.get("revision", 0)}
 
 
 def _row(rank: int, player: str, standing: Standing) -> dict[str, Any]:

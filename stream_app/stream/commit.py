@@ -98,7 +98,9 @@ class Committer:
         observe.RESTORED.inc(reader.position - first)
         observe.TAKE_UP_SECONDS.observe(time.perf_counter() - started)
         self.on_take_up(partition)
-        return PartitionState(partition, reader.checkpoint, self.reader(partition))  # at our fence
+        store = self.store
+        return PartitionState(partition, reader.checkpoint, self.reader(partition),  # at our fence
+                              lambda start, end: store.scan_range(partition, start, end))
 
     async def catch_up(self, partition: int, reader: ChangelogReader, end: int) -> None:
         """Feed the reader the changelog up to `end` (exclusive), storing what it commits."""

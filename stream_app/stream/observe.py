@@ -51,6 +51,17 @@ CHANGE_SIZE = Histogram(
     ["algorithm"],
     buckets=(0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, float("inf")),
 )
+RERATES = Counter(
+    "ratings_rerates_total", "Leagues re-rated: after a void, a correction, or a late result placed in time order",
+    ["league", "algorithm"],
+)
+REAPPLIED = Counter(
+    "ratings_rerate_matches_total", "Matches applied again by re-rates", ["league", "algorithm"]
+)
+RERATE_SECONDS = Histogram(
+    "ratings_rerate_seconds", "Time to re-rate a league (apply its log again from the change, diff the players)",
+    buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, float("inf")),
+)
 PLAYERS = Gauge("ratings_league_players", "Players with a rating in the league (leagues owned by this worker)", ["league", "algorithm"])
 LAG = Gauge("ratings_consumer_lag", "Input records not yet applied, per partition (high watermark - next offset)", ["topic", "partition"])
 BATCH_SECONDS = Histogram(
@@ -98,6 +109,8 @@ class Tally:
         self.dead_letters = 0
         self.duplicates = 0
         self.forwarded = 0
+        self.rerates = 0
+        self.last_rerate: dict[str, Any] | None = None
 
     def input(self, records: list[Any]) -> None:
         topics: dict[str, int] = {}
@@ -154,6 +167,21 @@ class Tally:
                 for value in observed:
                     child.observe(value)
 
+    def rerated(self, rerated: Any, seconds: float, now: float) -> None:
+        """A re-rate done (rerate.Rerated), in `seconds`."""
+        self.rerates += 1
+        league, algorithm = rerated.league, rerated.algorithm
+        self.last_rerate = {"league": league, "match_id": rerated.match_id, "matches_reapplied": rerated.reapplied,
+                            "corrections": len(rerated.corrections), "seconds": round(seconds, 6), "at": now}
+        RERATES.labels(league, algorithm).inc()
+        REAPPLIED.labels(league, algorithm).inc(rerated.reapplied)
+        RATING_CHANGES.labels(league, algorithm).inc(len(rerated.corrections))
+        PLAYERS.labels(league, algorithm).set(rerated.record["players"])
+        RERATE_SECONDS.observe(seconds)
+        log.info("league %s re-rated after %s: %d matches applied again, %d players corrected, %.3f s",
+                 league, rerated.match_id, rerated.reapplied, len(rerated.corrections), seconds)
+
     def counts(self) -> dict[str, Any]:
-        names = ("applied", "dead_letters", "duplicates", "forwarded", "started_at", "first_applied_at")
+        names = ("applied", "dead_letters", "duplicates", "forwarded", "rerates", "last_rerate", "started_at",
+                 "first_applied_at")
         return {name: getattr(self, name) for name in names}

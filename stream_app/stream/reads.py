@@ -26,7 +26,7 @@ from ..events import SEP
 from ..leagues import LeagueConfig
 from ..standings import Standing, Standings
 from .records import league_partition
-from .state import (HISTORY, LEAGUES, PLAYERS, history_from_store, history_prefix, league_prefix, player_key,
+from .state import (HISTORY, LAST_TIME, LEAGUES, PLAYERS, history_from_store, history_prefix, league_prefix, player_key,
                     player_state, seq_of, store_key)
 from .store import LocalStore
 
@@ -43,11 +43,12 @@ class StandingsDropped(Exception):
 class _Kept:
     """One league's standings, or their build in progress."""
 
-    __slots__ = ("partition", "standings", "pending", "ready")
+    __slots__ = ("partition", "standings", "pending", "ready", "revision")
 
-    def __init__(self, partition: int, standings: Standings):
+    def __init__(self, partition: int, standings: Standings, revision: int):
         self.partition = partition
         self.standings = standings
+        self.revision = revision  # the league's re-rates when the build began: a re-rate drops them
         self.pending: list[tuple[str, Any]] | None = []  # commits during the build: ("player", (name, standing)) or ("latest", t)
         self.ready: asyncio.Future = asyncio.get_running_loop().create_future()
 
@@ -108,7 +109,7 @@ class Reads:
         partition = league_partition(league, self.partitions)
         record = self.league(league) or {}
         standings = Standings(self.config.options_for(league), record.get("latest_time"))
-        kept = self._kept[league] = _Kept(partition, standings)
+        kept = self._kept[league] = _Kept(partition, standings, record.get("revision", 0))
         scan = self.store.scan(partition, store_key(PLAYERS, league_prefix(league)))
         while len(self._kept) > STANDINGS_KEPT:
             self._drop(next(iter(self._kept)))
@@ -148,7 +149,7 @@ class Reads:
     def _standing_reader(self, league: str) -> Callable[[dict[str, Any]], Standing]:
         system = self.config.system_for(league)
         if not system.has_uncertainty:
-            return lambda record: Standing(record["rating"], record["matches"], None, record.get("last_time"))
+            return lambda record: Standing(record["rating"], record["matches"], None, record.get(LAST_TIME))
 
         def read(record: dict[str, Any]) -> Standing:
             data, last = player_state(record)
@@ -182,7 +183,12 @@ class Reads:
                 self._apply(kept, "player", (name.decode(), reader(value)))
             elif table == LEAGUES and value is not None:
                 kept = self._kept.get(key.decode())
-                if kept is not None:
+                if kept is None:
+                    continue
+                if value.get("revision", 0) != kept.revision:
+                    # Re-rated: players may have lost their rating and the latest time gone back; built anew when read.
+                    self._drop(key.decode())
+                else:
                     self._apply(kept, "latest", value.get("latest_time"))
 
     @staticmethod

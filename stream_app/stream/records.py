@@ -10,17 +10,20 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import orjson
 from aiokafka.partitioner import murmur2
 
-from ..engine import Match, PlayerState, RatingChange, RatingSystem
-from ..events import BadEvent, dead_letter, parse_match, rating_changed_events
+from ..engine import Match, PlayerState, RatingSystem
+from ..events import BadEvent, parse_input
+from ..published import correction_events, dead_letter, rating_changed_events
 from ..leagues import LeagueConfig
-from ..rating import Applied, DuplicateMatch, apply_match
-from .state import (HISTORY, LAST_TIME, LEAGUES, MATCHES, PLAYERS, PartitionState, history_key, match_key, player_key,
-                    player_state, stored_history)
+from ..rating import ABSENT, Applied, DuplicateMatch, PlayerRecord, apply, log_entry, match_from_log
+from ..rerate import Rerated
+from .state import (BOUNDARIES, HISTORY, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SNAP, SNAPSHOTS, PartitionState,
+                    boundary_key, history_key, league_prefix, log_key, match_key, player_key, player_state,
+                    snapshot_key, stored_history)
 
 log = logging.getLogger(__name__)
 
@@ -47,59 +50,145 @@ class Output:
 class Outcome:
     outputs: list[Output] = field(default_factory=list)
     applied: Applied | None = None
+    rerated: Rerated | None = None
     dead_letter: BadEvent | None = None
     forwarded: bool = False
     redelivered: bool = False  # at or below the checkpoint: applied before
 
 
 class PartitionLeagues:
-    """The leagues of one partition, as `apply_match` reads and writes them: the
+    """The leagues of one partition, as rating.apply reads and writes them: the
     tables' committed records plus the batch in progress (PartitionState)."""
 
     def __init__(self, state: PartitionState, config: LeagueConfig):
         self.state = state
         self.config = config
-        self.last_time: dict[str, float] = {}  # players read: their last match's time (stream/state.py)
+        self.stored: dict[str, dict[str, Any]] = {}  # the records of the players read (last_time, snap)
 
+    # -- applying at the end of the log ----------------------------------------------------
     def league(self, league: str) -> dict[str, Any] | None:
         return self.state.get(LEAGUES, league.encode())
 
-    def has_match(self, league: str, match_id: str) -> bool:
-        return self.state.get(MATCHES, match_key(league, match_id)) is not None
+    def placed(self, league: str, match_id: str) -> dict[str, Any] | None:
+        return self.state.get(MATCHES, match_key(league, match_id))
 
     def players(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerState | None]:
         get = self.state.get
         from_dict = system.state_from_dict
+        stored = self.stored
         found = []
         for name in names:
             raw = get(PLAYERS, player_key(league, name))
             if raw is None:
                 found.append(None)
                 continue
-            data, last = player_state(raw)
-            if last is not None:
-                self.last_time[name] = last
-            found.append(from_dict(data))
+            stored[name] = raw
+            found.append(from_dict(player_state(raw)[0]))
         return found
 
-    def save(self, match: Match, changes: list[RatingChange], record: dict[str, Any], history: list[dict[str, Any]]) -> None:
+    def save(self, applied: Applied) -> None:
+        match, place = applied.match, applied.place
         league = match.league
         put = self.state.put
-        for change in changes:
+        boundary = place.boundary
+        stored = self.stored
+        for change, prior in zip(applied.changes, applied.prior):
+            name = change.player
+            raw = None if prior is None else stored[name]
+            if boundary and (raw is None or raw.get(SNAP, 0) < boundary):  # rating.needs_snapshot
+                put(SNAPSHOTS, snapshot_key(league, boundary, name), ABSENT if raw is None else raw)
             value = change.after.to_dict()
-            last = match.time if match.time is not None else self.last_time.get(change.player)
+            last = match.time if match.time is not None or raw is None else raw.get(LAST_TIME)
             if last is not None:
                 value[LAST_TIME] = last
-            put(PLAYERS, player_key(league, change.player), value)
-        put(MATCHES, match_key(league, match.match_id), {"seq": record["matches"]})
-        put(LEAGUES, league.encode(), record)
-        if history:
-            kept = self.config.options_for(league).history_max
-            for change, entry in zip(changes, history):
-                seq = entry["seq"]
-                put(HISTORY, history_key(league, change.player, seq), stored_history(entry, match.time))
-                if kept is not None and seq > kept:  # bounded: the entry that falls out goes
-                    put(HISTORY, history_key(league, change.player, seq - kept), None)
+            if boundary:
+                value[SNAP] = boundary
+            put(PLAYERS, player_key(league, name), value)
+        if place.new:
+            put(MATCHES, match_key(league, match.match_id), {"key": place.key.hex()})
+            put(LOG, log_key(league, place.key), log_entry(match))
+        if place.opened is not None:
+            self.put_boundary(league, boundary, place.key, place.opened)
+        put(LEAGUES, league.encode(), applied.record)
+        for change, entry in zip(applied.changes, applied.history):
+            self.put_history(league, change.player, entry, match.time)
+
+    def put_history(self, league: str, player: str, entry: dict[str, Any], time: float | None) -> None:
+        seq = entry["seq"]
+        self.state.put(HISTORY, history_key(league, player, seq), stored_history(entry, time))
+        kept = self.config.options_for(league).history_max
+        if kept is not None and seq > kept:  # bounded: the entry that falls out goes
+            self.state.put(HISTORY, history_key(league, player, seq - kept), None)
+
+    # -- re-rates (rerate.py) -----------------------------------------------------------------
+    def put_league(self, league: str, record: dict[str, Any]) -> None:
+        self.state.put(LEAGUES, league.encode(), record)
+
+    def put_placed(self, league: str, match_id: str, place: dict[str, Any]) -> None:
+        self.state.put(MATCHES, match_key(league, match_id), place)
+
+    def log(self, league: str, start: bytes) -> Iterator[tuple[bytes, Match]]:
+        prefix = league_prefix(league)
+        for key, entry in self.state.scan(LOG, prefix + start, _after(prefix)):
+            yield key[len(prefix):], match_from_log(league, entry)
+
+    def put_log(self, league: str, key: bytes, match: Match | None) -> None:
+        self.state.put(LOG, log_key(league, key), None if match is None else log_entry(match))
+
+    def boundary(self, league: str, number: int) -> tuple[bytes, dict[str, Any]] | None:
+        value = self.state.get(BOUNDARIES, boundary_key(league, number))
+        return None if value is None else (bytes.fromhex(value["key"]), value["record"])
+
+    def put_boundary(self, league: str, number: int, key: bytes | None, record: dict[str, Any] | None) -> None:
+        value = None if key is None else {"key": key.hex(), "record": record}
+        self.state.put(BOUNDARIES, boundary_key(league, number), value)
+
+    def snapshots(self, league: str, first: int, system: RatingSystem) -> Iterator[tuple[int, str, PlayerRecord | None]]:
+        prefix = league_prefix(league)
+        at = len(prefix)
+        for key, value in self.state.scan(SNAPSHOTS, boundary_key(league, first), _after(prefix)):
+            record = None if value == ABSENT else _player_record(value, system)
+            yield int.from_bytes(key[at:at + 8], "big"), key[at + 8:].decode(), record
+
+    def put_snapshot(self, league: str, number: int, player: str, record: PlayerRecord | None) -> None:
+        self.state.put(SNAPSHOTS, snapshot_key(league, number, player), ABSENT if record is None else _stored(record))
+
+    def forget_snapshots(self, league: str, after: int) -> None:
+        end = _after(league_prefix(league))
+        for table in (SNAPSHOTS, BOUNDARIES):
+            for key, _ in self.state.scan(table, boundary_key(league, after + 1), end):
+                self.state.put(table, key, None)
+
+    def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
+        get = self.state.get
+        return [None if (raw := get(PLAYERS, player_key(league, name))) is None else _player_record(raw, system)
+                for name in names]
+
+    def put_player(self, league: str, name: str, record: PlayerRecord | None) -> None:
+        self.state.put(PLAYERS, player_key(league, name), None if record is None else _stored(record))
+
+    def forget_history(self, league: str, player: str, first: int, last: int) -> None:
+        for seq in range(first, last + 1):
+            self.state.put(HISTORY, history_key(league, player, seq), None)
+
+
+def _after(prefix: bytes) -> bytes:
+    """The first key above every key with this prefix."""
+    return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
+def _player_record(raw: dict[str, Any], system: RatingSystem) -> PlayerRecord:
+    data, last = player_state(raw)
+    return PlayerRecord(system.state_from_dict(data), last, raw.get(SNAP, 0))
+
+
+def _stored(record: PlayerRecord) -> dict[str, Any]:
+    value = record.state.to_dict()
+    if record.last_time is not None:
+        value[LAST_TIME] = record.last_time
+    if record.snap:
+        value[SNAP] = record.snap
+    return value
 
 
 class RecordHandler:
@@ -116,32 +205,39 @@ class RecordHandler:
             return outcome
         state.note_offset(topic, offset)
         payload = value if value is not None else b""
+        state.savepoint()
         try:
-            match = parse_match(payload)
-            owner = league_partition(match.league, self.partitions)
+            item = parse_input(payload)
+            league = item.league
+            owner = league_partition(league, self.partitions)
             if partition != owner:
                 if topic == self.forward_topic:
                     # Cannot happen with Kafka's default partitioner; refuse rather than loop.
-                    raise BadEvent("schema_violation", f"league: {match.league!r} arrived on partition {partition}, not {owner}",
-                                   "league", match.league, match.match_id)
+                    raise BadEvent("schema_violation", f"league: {league!r} arrived on partition {partition}, not {owner}",
+                                   "league", league, item.match_id)
                 outcome.forwarded = True
-                outcome.outputs.append(Output("forward", match.league.encode(), payload))
+                outcome.outputs.append(Output("forward", league.encode(), payload))
                 return outcome
-            applied = apply_match(self.config, PartitionLeagues(state, self.config), match)
-            league_key = match.league.encode()
-            outcome.outputs.extend(Output("change", league_key, _encode(event))
-                                   for event in rating_changed_events(applied.algorithm, match, applied.changes))
+            done = apply(self.config, PartitionLeagues(state, self.config), item)
+            league_key = league.encode()
+            if isinstance(done, Rerated):
+                events = correction_events(done.algorithm, league, done.match_id, done.revision, done.corrections,
+                                           self.config.system_for(league).initial_state())
+                outcome.rerated = done
+            else:
+                events = rating_changed_events(done.algorithm, done.match, done.changes)
+                outcome.applied = done
+            outcome.outputs.extend(Output("change", league_key, _encode(event)) for event in events)
         except BadEvent as exc:
+            state.rollback()
             outcome.dead_letter = exc
             outcome.outputs.append(_dead_letter_output(exc, key, payload, topic, partition, offset))
-            return outcome
         except Exception as exc:  # a bug or an input the engine cannot handle: never crash the worker
+            state.rollback()  # nothing of a record half applied stays
             log.exception("record %s:%s:%s could not be applied", topic, partition, offset)
             error = BadEvent("internal_error", f"event: could not be applied ({type(exc).__name__}: {exc})")
             outcome.dead_letter = error
             outcome.outputs = [_dead_letter_output(error, key, payload, topic, partition, offset)]
-            return outcome
-        outcome.applied = applied
         return outcome
 
 

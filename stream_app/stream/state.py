@@ -19,7 +19,7 @@ in the order the rules need. docs/design.md has the argument; in short:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import orjson
 
@@ -29,9 +29,12 @@ from .changelog import Checkpoint, checkpoint_record, row_record
 # Tables: one key space per partition, each table's keys behind its own first byte.
 PLAYERS = "players"
 LEAGUES = "leagues"
-MATCHES = "matches"
+MATCHES = "matches"  # each match's place in its league's log (rating.py)
 HISTORY = "history"
-TABLE_PREFIX = {PLAYERS: b"p", LEAGUES: b"l", MATCHES: b"m", HISTORY: b"h"}
+LOG = "log"  # each league's results in order (rating.py)
+SNAPSHOTS = "snapshots"  # players' states at the log's boundaries
+BOUNDARIES = "boundaries"
+TABLE_PREFIX = {PLAYERS: b"p", LEAGUES: b"l", MATCHES: b"m", HISTORY: b"h", LOG: b"a", SNAPSHOTS: b"s", BOUNDARIES: b"b"}
 _TABLE_OF = {prefix: table for table, prefix in TABLE_PREFIX.items()}
 
 
@@ -64,6 +67,19 @@ def seq_of(key: bytes) -> int:
     return int.from_bytes(key[-8:], "big")
 
 
+def log_key(league: str, order: bytes) -> bytes:
+    return league_prefix(league) + order
+
+
+def boundary_key(league: str, number: int) -> bytes:
+    return league_prefix(league) + number.to_bytes(8, "big")
+
+
+def snapshot_key(league: str, number: int, player: str) -> bytes:
+    """By boundary, then player: a re-rate reads the rows from its boundary on in one scan."""
+    return boundary_key(league, number) + player.encode()
+
+
 # A history entry is stored as a list in this order (half the bytes of the object the
 # API answers: every entry is a changelog record, and compaction never merges them).
 _HISTORY_FIELDS = ("seq", "match_id", "occurred_at", "rank", "rating_before", "rating_after", "uncertainty", "cause")
@@ -86,19 +102,24 @@ def history_from_store(value: list[Any]) -> dict[str, Any]:
 
 
 # The stream's player record is the rating state plus the time of the player's
-# last match with an occurred_at (inactivity is judged by it).
-LAST_TIME = "last_time"
+# last match with an occurred_at (inactivity is judged by it) and the boundary of
+# the interval it was written in (rating.PlayerRecord; 0 when absent). Their names
+# must not be fields of any rating state (elo-mmr's has its own `last_time`).
+LAST_TIME = "last_occurred"
+SNAP = "snap"
 
 
 def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
     """A stored player record: (the rating state's dict, the last match's time or None)."""
-    if LAST_TIME not in record:
+    if LAST_TIME not in record and SNAP not in record:
         return record, None
-    return {key: value for key, value in record.items() if key != LAST_TIME}, record[LAST_TIME]
+    return {key: value for key, value in record.items() if key != LAST_TIME and key != SNAP}, record.get(LAST_TIME)
 
 
 # Reads a committed value: store key -> bytes or None.
 Reader = Callable[[bytes], "bytes | None"]
+# Reads committed rows in order: (start, end) store keys -> (key, bytes) for start <= key < end.
+Scanner = Callable[[bytes, bytes], Iterable[tuple[bytes, bytes]]]
 
 # Committed values of these tables stay cached between batches (read again, batch
 # after batch); other keys (match ids: read once, to find a duplicate) only within one.
@@ -120,10 +141,11 @@ def _remember(memo: dict, key: tuple[str, bytes], value: Any) -> None:
 class PartitionState:
     """One partition's committed state plus the overlay of the batch in progress."""
 
-    def __init__(self, partition: int, checkpoint: Checkpoint, reader: Reader):
+    def __init__(self, partition: int, checkpoint: Checkpoint, reader: Reader, scanner: Scanner | None = None):
         self.partition = partition
         self.checkpoint = checkpoint
         self.read = reader
+        self.scanner = scanner
         self.overlay: dict[tuple[str, bytes], Any] = {}
         self.offsets: dict[str, int] = {}  # offsets seen in the batch in progress
         # Committed values already read (decoded). Only this object commits the
@@ -132,6 +154,7 @@ class PartitionState:
         self.reads: dict[tuple[str, bytes], Any] = {}  # the same, for this batch only
         self.changelog_next = checkpoint.changelog + 1  # where this owner's next changelog record lands
         self.repair: set[bytes] = set()  # keys a replaced worker wrote since: written again next batch
+        self.journal: list[tuple[tuple[str, bytes], Any]] = []  # the overlay before each write since the savepoint
 
     @property
     def epoch(self) -> int:
@@ -154,7 +177,41 @@ class PartitionState:
         return value
 
     def put(self, table: str, key: bytes, value: Any) -> None:
-        self.overlay[(table, key)] = value
+        item = (table, key)
+        self.journal.append((item, self.overlay.get(item, _MISSING)))
+        self.overlay[item] = value
+
+    def savepoint(self) -> None:
+        """Where `rollback` goes back to: set before each input record is applied."""
+        self.journal.clear()
+
+    def rollback(self) -> None:
+        """Undo the overlay's writes since the savepoint (a record that failed half way)."""
+        overlay = self.overlay
+        for item, value in reversed(self.journal):
+            if value is _MISSING:
+                del overlay[item]
+            else:
+                overlay[item] = value
+        self.journal.clear()
+
+    def scan(self, table: str, start: bytes, end: bytes) -> list[tuple[bytes, Any]]:
+        """The (key, value) of a table in [start, end), in key order, as of the batch
+        in progress (the committed rows with the overlay over them). For re-rates:
+        the overlay is searched whole, once per call."""
+        committed: dict[bytes, bytes] = {}
+        if self.scanner is not None:
+            prefix = TABLE_PREFIX[table]
+            committed = {key[1:]: raw for key, raw in self.scanner(prefix + start, prefix + end)}
+        overlaid = {key: value for (name, key), value in self.overlay.items() if name == table and start <= key < end}
+        found = []
+        for key in sorted(committed.keys() | overlaid.keys()):
+            if key in overlaid:
+                if overlaid[key] is not None:  # None: deleted in this batch
+                    found.append((key, overlaid[key]))
+            else:
+                found.append((key, orjson.loads(committed[key])))
+        return found
 
     def already_applied(self, topic: str, offset: int) -> bool:
         return self.checkpoint.applied(topic, offset) or offset <= self.offsets.get(topic, -1)
@@ -180,9 +237,12 @@ class PartitionState:
         dumps = orjson.dumps
         # Each row record is built by one concatenation, so it has exactly its size (an
         # orjson result keeps the larger block it was written in; a batch holds many).
-        rows = [row_record(epoch, batch, store_key(*item), None if value is None else dumps(value),
-                           _dumps_or_none(committed(item)))
-                for item, value in self.overlay.items()]
+        rows = []
+        for item, value in self.overlay.items():
+            before = _dumps_or_none(committed(item))
+            if value is None and before is None:
+                continue  # a key written and deleted within the batch (a re-rate's scratch rows)
+            rows.append(row_record(epoch, batch, store_key(*item), None if value is None else dumps(value), before))
         rows += self.rows_for(set())
         after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets})
         return rows, checkpoint_record(epoch, batch, after.offsets), after
@@ -207,5 +267,6 @@ class PartitionState:
             if table in CACHED_TABLES:
                 _remember(self.cache, (table, key), value)
         self.overlay.clear()
+        self.journal.clear()
         self.reads.clear()
         self.offsets.clear()

@@ -63,6 +63,12 @@ class LocalStore:
         cursor.seek(prefix)
         return _forward(cursor, prefix)
 
+    def scan_range(self, partition: int, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The keys in [start, end), in order, as of this call."""
+        cursor = self.db(partition).iter()
+        cursor.seek(start)
+        return _until(cursor, end)
+
     def scan_back(self, partition: int, prefix: bytes, below: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to `limit` keys with this prefix below `below`, highest first."""
         cursor = self.db(partition).iter()
@@ -106,6 +112,15 @@ def _forward(cursor: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
     while cursor.valid():
         key = cursor.key()
         if not key.startswith(prefix):
+            return
+        yield key, cursor.value()
+        cursor.next()
+
+
+def _until(cursor: Any, end: bytes) -> Iterator[tuple[bytes, bytes]]:
+    while cursor.valid():
+        key = cursor.key()
+        if key >= end:
             return
         yield key, cursor.value()
         cursor.next()

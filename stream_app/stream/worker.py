@@ -111,7 +111,10 @@ class Worker:
         observe.BATCH_SECONDS.observe(time.perf_counter() - started)
 
     def _handle(self, state: PartitionState, record: Any, outputs: list, applied: list) -> None:
+        started = time.perf_counter()
         outcome = self.handler.handle(state, record.topic, record.partition, record.offset, record.key, record.value)
+        if outcome.rerated is not None:
+            self.tally.rerated(outcome.rerated, time.perf_counter() - started, time.time())
         if outcome.redelivered:
             observe.REDELIVERED.inc()
             return

@@ -221,7 +221,7 @@ def test_an_observer_error_stops_the_replay(tmp_path):
     assert ledger.observer is observer
 
 
-def test_history_file_holds_every_rating_change_in_order(tmp_path, capsys):
+def test_history_file_holds_each_players_history_oldest_first(tmp_path, capsys):
     events = [m("chess", "1", ("a", 1), ("b", 2)), m("chess", "2", ("b", 1), ("a", 2)),
               m("race", "1", ("a", 1), ("b", 2), ("c", 2)), m("chess", "1", ("a", 1), ("b", 2))]  # last: a duplicate
     source = write_lines(tmp_path / "in.jsonl", events)
@@ -231,12 +231,12 @@ def test_history_file_holds_every_rating_change_in_order(tmp_path, capsys):
     final = orjson.loads((tmp_path / "out.json").read_bytes())
     lines = [orjson.loads(line) for line in (tmp_path / "history.jsonl").read_bytes().splitlines()]
     assert [(e["league"], e["player"], e["seq"], e["match_id"], e["rank"]) for e in lines] == [
-        ("chess", "a", 1, "1", 1), ("chess", "b", 1, "1", 2), ("chess", "b", 2, "2", 1), ("chess", "a", 2, "2", 2),
+        ("chess", "a", 1, "1", 1), ("chess", "a", 2, "2", 2), ("chess", "b", 1, "1", 2), ("chess", "b", 2, "2", 1),
         ("race", "a", 1, "1", 1), ("race", "b", 1, "1", 2), ("race", "c", 1, "1", 2)]
     last = {(e["league"], e["player"]): e for e in lines}
     assert {key: e["rating_after"] for key, e in last.items()} == {
         (league, player): view["rating"] for league, players in final.items() for player, view in players.items()}
-    assert lines[2]["rating_before"] == lines[1]["rating_after"] and {e["cause"] for e in lines} == {"match"}
+    assert lines[3]["rating_before"] == lines[2]["rating_after"] and {e["cause"] for e in lines} == {"match"}
 
 
 def test_history_file_that_cannot_be_written_is_a_clear_error(tmp_path, capsys):

@@ -70,7 +70,7 @@ async def test_a_batch_is_applied_published_and_checkpointed(tmp_path):
     await worker.apply_batch(records([*docs, b"not json"]))
     view = reads(worker, store)
     assert_state_is_the_replay(view, docs[:3])
-    assert view.league("chess") == {"algorithm": "elo", "matches": 2, "players": 3}
+    assert view.league("chess") == {"algorithm": "elo", "matches": 2, "players": 3, "received": 2}
     # Outputs: 2 + 2 + 3 rating changes; the retry and the parse failure to the dead-letter topic.
     assert len(broker.values(SETTINGS.changes_topic)) == 7
     letters = [orjson.loads(v) for v in broker.values(SETTINGS.dlq_topic)]

@@ -7,7 +7,8 @@ import random
 
 import orjson
 
-from stream_app.events import event_id, parse_match
+from stream_app.events import parse_match
+from stream_app.published import event_id
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
@@ -86,10 +87,8 @@ def replay_state(lines: list[bytes], config: LeagueConfig) -> tuple[Ledger, int]
 
 def replay_with_event_ids(events: list[dict], config: LeagueConfig) -> tuple[Ledger, set[str]]:
     """The replay of the events, and the id of every rating-changed event it implies;
-    the ledger's `histories` holds each player's history entries."""
-    ledger = Ledger(config)
-    ledger.histories = {}
-    ledger.history = lambda league, player, entry: ledger.histories.setdefault((league, player), []).append(entry)
+    the ledger keeps each player's history."""
+    ledger = Ledger(config, keep_history=True)
     ids: set[str] = set()
     for event in events:
         match = parse_match(orjson.dumps(event))
@@ -99,7 +98,7 @@ def replay_with_event_ids(events: list[dict], config: LeagueConfig) -> tuple[Led
 
 
 def match_counts(ledger: Ledger) -> dict[str, int]:
-    return {league: len(seen) for league, seen in ledger.seen.items()}
+    return {league: record["matches"] for league, record in ledger.records.items()}
 
 
 def league_matches(worker, league: str) -> int:
@@ -135,4 +134,4 @@ def assert_same_history(worker, ledger: Ledger, per_league: int = 2) -> None:
                 before = page["next"]
                 if before is None:
                     break
-            assert entries == ledger.histories[(league, player)][::-1], f"{league}/{player}: history differs from the replay"
+            assert entries == ledger.history(league, player)[::-1], f"{league}/{player}: history differs from the replay"

@@ -1,0 +1,130 @@
+"""Events out: rating-changed events (of a match applied, or of a re-rate's
+corrections) and dead letters, as schemas/rating-changed.v1.json and
+schemas/dead-letter.v1.json say."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+import orjson
+
+from .engine import Match, PlayerState, RatingChange
+from .events import SEP, BadEvent, format_time
+
+MAX_DEAD_LETTER_BYTES = 1_000_000  # a dead letter's payload is cut to fit (payload_truncated)
+
+
+def event_id(league: str, match_id: str, player: str, revision: int | None = None) -> str:
+    """Deterministic: a redelivered rating change has the same id. A correction's
+    also names the league's re-rate count (a match can be corrected twice)."""
+    # SEP cannot occur in ids, so distinct tuples never collide by concatenation.
+    text = f"{league}{SEP}{match_id}{SEP}{player}" + ("" if revision is None else f"{SEP}{revision}")
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def correction_events(algorithm: str, league: str, match_id: str, revision: int,
+                      corrections: Iterable[Any], initial: PlayerState) -> list[dict[str, Any]]:
+    """One rating-changed event (cause "correction") per player whose state a re-rate
+    changed (rerate.RatingCorrection): from the state last published to the state now.
+    A player left without a counted match goes back to `initial` with 0 matches."""
+    events = []
+    for correction in corrections:
+        before = correction.published or initial
+        after = correction.now
+        public = initial.public() if after is None else after.public()
+        if after is None:
+            public["matches"] = 0
+        event: dict[str, Any] = {
+            "schema": "rating-changed.v1",
+            "event_id": event_id(league, match_id, correction.player, revision),
+            "league": league,
+            "match_id": match_id,
+            "player": correction.player,
+            "algorithm": algorithm,
+            "cause": "correction",
+            "rating_before": before.rating,
+            "rating_after": public["rating"],
+            "delta": public["rating"] - before.rating,
+        }
+        event.update(public)
+        del event["rating"]
+        events.append(event)
+    return events
+
+
+def rating_changed_events(algorithm: str, match: Match, changes: list[RatingChange]) -> list[dict[str, Any]]:
+    """The rating-changed event of each participant's change, in participant order."""
+    occurred_at = format_time(match.time) if match.time is not None else None
+    return [
+        _rating_changed(algorithm, match, participant.rank, change, occurred_at)
+        for participant, change in zip(match.participants, changes)
+    ]
+
+
+def _rating_changed(
+    algorithm: str, match: Match, rank: int, change: RatingChange, occurred_at: str | None
+) -> dict[str, Any]:
+    before = change.before
+    after = change.after
+    event: dict[str, Any] = {
+        "schema": "rating-changed.v1",
+        "event_id": event_id(match.league, match.match_id, change.player),
+        "league": match.league,
+        "match_id": match.match_id,
+        "player": change.player,
+        "algorithm": algorithm,
+        "rank": rank,
+        "rating_before": before.rating,
+        "rating_after": after.rating,
+        "delta": after.rating - before.rating,
+        "matches": after.matches,
+    }
+    if occurred_at is not None:
+        event["occurred_at"] = occurred_at
+    # The base class's public() is just rating and matches, already above: skip the call.
+    if type(after).public is not PlayerState.public:
+        for key, value in after.public().items():
+            if key not in ("rating", "matches"):
+                event[key] = value
+    event.update(change.extras)
+    return event
+
+
+def dead_letter(error: BadEvent, payload: bytes | str | dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(payload, dict):
+        payload = orjson.dumps(payload)
+    if isinstance(payload, str):
+        payload = payload.encode("utf-8", "surrogatepass")
+    try:
+        text, encoding = payload.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = base64.b64encode(payload).decode("ascii"), "base64"
+    letter = {
+        "schema": "dead-letter.v1",
+        "reason": error.code,
+        "message": error.message,
+        "field": error.field,
+        "league": error.league,
+        "match_id": error.match_id,
+        "payload": text,
+        "payload_encoding": encoding,
+        "source": source,
+        "failed_at": format_time(datetime.now(timezone.utc).timestamp()),
+    }
+    size = len(orjson.dumps(letter))
+    if size > MAX_DEAD_LETTER_BYTES:
+        # An oversized event (or one whose text grows when escaped as a JSON
+        # string) cannot travel whole: keep the longest prefix that fits and say so.
+        letter["payload_truncated"] = True
+        letter["payload_bytes"] = len(payload)
+        letter["message"] = error.message[:4096]
+        keep = len(payload)
+        while size > MAX_DEAD_LETTER_BYTES and keep > 0:
+            keep = max(0, min(keep - 1, int(keep * (MAX_DEAD_LETTER_BYTES - 1024) / size)))
+            part = payload[:keep]
+            letter["payload"] = part.decode("utf-8", "ignore") if encoding == "utf-8" else base64.b64encode(part).decode("ascii")
+            size = len(orjson.dumps(letter))
+    return letter

@@ -1,0 +1,190 @@
+"""Inputs that correct the record: results mixed with voids, corrections and
+late results; and what they must come to, worked out without the service
+(`cleaned`): the results that count, corrected, in the league's order."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import orjson
+
+from stream_app.events import BadEvent, parse_input, parse_time
+from stream_app.published import correction_events, rating_changed_events
+from stream_app.leagues import IN_ORDER, LeagueConfig
+from stream_app.offline.replay import Ledger
+from stream_app.rating import apply
+from stream_app.rerate import Rerated
+
+CONFIG = """
+[default]
+algorithm = "elo"
+snapshot_every = 7
+
+[leagues."late-*"]
+algorithm = "elo"
+late_results = "in_order"
+snapshot_every = 5
+
+[leagues."kart*"]
+algorithm = "elo-pairwise"
+ties = "half"
+snapshot_every = 4
+
+[leagues."arena*"]
+algorithm = "elo-mmr"
+late_results = "in_order"
+snapshot_every = 3
+
+[leagues."mmx*"]
+algorithm = "elo-mmx"
+snapshot_every = 6
+"""
+
+
+def _shift(text: str, minutes: int) -> str:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00")) + timedelta(minutes=minutes)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _reranked(participants: list[dict], rng: random.Random) -> list[dict]:
+    """The same players in another order (ranks 1..n), sometimes one fewer."""
+    people = [{"player": p["player"]} for p in participants]
+    rng.shuffle(people)
+    if len(people) > 3 and rng.random() < 0.3:
+        people.pop()
+    return [{**p, "rank": i + 1} for i, p in enumerate(people)]
+
+
+def with_corrections(results: list[dict], rng: random.Random, voids: float = 0.06, corrections: float = 0.06,
+                     late: float = 0.08, untimed: float = 0.03) -> list[dict]:
+    """The results (in order, each with occurred_at) with commands mixed in after the
+    results they name, some results arriving late, some without occurred_at, and a
+    few commands that must be refused (unknown match, voided twice, no change)."""
+    docs = [dict(doc) for doc in results]
+    for doc in docs:
+        if rng.random() < untimed:
+            doc.pop("occurred_at", None)
+    # Late results: moved a few places later in arrival, keeping their time.
+    for i in range(len(docs) - 1, -1, -1):
+        if rng.random() < late:
+            j = min(len(docs) - 1, i + rng.randint(1, 8))
+            docs.insert(j, docs.pop(i))
+    out: list[dict] = []
+    live: list[dict] = []
+    voided: list[dict] = []
+    for doc in docs:
+        out.append(doc)
+        live.append(doc)
+        roll = rng.random()
+        if roll < voids and live:
+            target = live.pop(rng.randrange(len(live)))
+            out.append({"schema": "match-voided.v1", "league": target["league"], "match_id": target["match_id"],
+                        "reason": "annulled"})
+            voided.append(target)
+        elif roll < voids + corrections and live:
+            target = rng.choice(live)
+            command = {"schema": "match-corrected.v1", "league": target["league"], "match_id": target["match_id"],
+                       "participants": _reranked(target["participants"], rng), "reason": "wrong standings"}
+            if "occurred_at" in target and rng.random() < 0.4:
+                command["occurred_at"] = _shift(target["occurred_at"], rng.randint(-300, 300))
+            out.append(command)
+        elif roll < voids + corrections + 0.01:
+            out.append({"schema": "match-voided.v1", "league": doc["league"], "match_id": "no-such-match",
+                        "reason": "typo"})
+        elif roll < voids + corrections + 0.02 and voided:
+            target = rng.choice(voided)
+            out.append({"schema": "match-voided.v1", "league": target["league"], "match_id": target["match_id"],
+                        "reason": "voided twice"})
+    return out
+
+
+def cleaned(docs: list[dict], config: LeagueConfig) -> list[dict]:
+    """The results that count after the commands, corrected, each league in its
+    order: arrival order, or time order where the league has late_results =
+    "in_order" (a result without occurred_at after every result received before
+    it). Replaying these gives what the docs must give."""
+    leagues: dict[str, dict[str, Any]] = {}
+    for doc in docs:
+        league = leagues.setdefault(doc["league"], {"entries": {}, "order_time": None, "arrivals": 0})
+        entries = league["entries"]
+        in_order = config.options_for(doc["league"]).late_results == IN_ORDER
+        kind = doc.get("schema", "match-result.v1")
+        match_id = doc["match_id"]
+        if kind == "match-result.v1":
+            if match_id in entries:
+                continue
+            time = parse_time(doc["occurred_at"]) if "occurred_at" in doc else None
+            order_time = league["order_time"]
+            if time is None:
+                place = order_time
+            elif order_time is None or time >= order_time:
+                place = league["order_time"] = time
+            else:
+                place = time if in_order else order_time
+            entries[match_id] = {"doc": doc, "place": place, "arrival": league["arrivals"], "voided": False}
+            league["arrivals"] += 1
+        elif kind == "match-voided.v1":
+            if match_id in entries and not entries[match_id]["voided"]:
+                entries[match_id]["voided"] = True
+        else:
+            entry = entries.get(match_id)
+            if entry is None or entry["voided"]:
+                continue
+            corrected = {key: value for key, value in entry["doc"].items() if key != "participants"}
+            corrected["participants"] = doc["participants"]
+            if "occurred_at" in doc:
+                corrected["occurred_at"] = doc["occurred_at"]
+                if in_order:
+                    entry["place"] = parse_time(doc["occurred_at"])
+                    if league["order_time"] is None or entry["place"] > league["order_time"]:
+                        league["order_time"] = entry["place"]
+            entry["doc"] = corrected
+    out = []
+    for league in leagues.values():
+        live = [e for e in league["entries"].values() if not e["voided"]]
+        live.sort(key=lambda e: (float("-inf") if e["place"] is None else e["place"], e["arrival"]))
+        out += [e["doc"] for e in live]
+    return out
+
+
+def corrected_leagues(seed: int, scale: int = 1) -> list[dict]:
+    """Five leagues, one per case of CONFIG (elo appending and in time order,
+    elo-pairwise, elo-mmr in time order, elo-mmx), with corrections mixed in,
+    interleaved at random."""
+    from stream_app.offline.sample import multi_player_league, two_player_league
+
+    from .leagues import interleave
+
+    rng = random.Random(seed)
+    leagues = [
+        list(two_player_league("chess", 14, 90 * scale, rng)),
+        list(two_player_league("late-chess", 14, 90 * scale, rng)),
+        list(multi_player_league("kart", 12, 30 * scale, 5, rng)),
+        list(multi_player_league("arena", 24, 20 * scale, 8, rng)),
+        list(multi_player_league("mmx", 16, 20 * scale, 6, rng)),
+    ]
+    return interleave([with_corrections(league, rng) for league in leagues], rng)
+
+
+def run(docs: list[dict], config: LeagueConfig) -> tuple[Ledger, list[dict], list[BadEvent]]:
+    """Apply every doc through rating.apply on a Ledger that keeps history: the
+    ledger (`rerates` counted), the rating-changed events published in order, and
+    the refused docs' errors."""
+    ledger = Ledger(config, keep_history=True)
+    events, refused = [], []
+    for doc in docs:
+        try:
+            item = parse_input(orjson.dumps(doc))
+            done = apply(config, ledger, item)
+        except BadEvent as exc:
+            refused.append(exc)
+            continue
+        if isinstance(done, Rerated):
+            ledger.rerates += 1
+            initial = config.system_for(done.league).initial_state()
+            events += correction_events(done.algorithm, done.league, done.match_id, done.revision, done.corrections, initial)
+        else:
+            events += rating_changed_events(done.algorithm, done.match, done.changes)
+    return ledger, events, refused
