@@ -30,7 +30,7 @@ from .events import BadEvent, Correction, Void, format_time
 from .leagues import IN_ORDER, LeagueConfig, LeagueRule
 
 if TYPE_CHECKING:
-    from .rerate import Rerated
+    from .rerate import Rerated, WorkingRecords
 
 
 @dataclass(slots=True)
@@ -73,8 +73,8 @@ class LeagueState(Protocol):
 
     def put_placed(self, league: str, match_id: str, place: dict[str, Any]) -> None: ...
 
-    def log(self, league: str, start: bytes) -> Iterable[tuple[bytes, Match]]:
-        """The league's log from this order key on, in order."""
+    def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Match]]:
+        """The league's log from this order key on, in order (the first `limit` entries)."""
 
     def put_log(self, league: str, key: bytes, match: Match | None) -> None: ...
 
@@ -101,6 +101,14 @@ class LeagueState(Protocol):
 
     def forget_history(self, league: str, player: str, first: int, last: int) -> None:
         """Delete the player's history entries first..last (seq)."""
+
+    def working(self, league: str, system: RatingSystem) -> "WorkingRecords":
+        """The records the league's re-rate rebuilds (rerate.WorkingRecords)."""
+
+    def job(self, league: str) -> dict[str, Any]:
+        """The league's re-rate job in progress."""
+
+    def put_job(self, league: str, job: dict[str, Any] | None) -> None: ...
 
 
 class DuplicateMatch(BadEvent):
@@ -181,16 +189,20 @@ def match_from_log(league: str, entry: list[Any]) -> Match:
 
 
 # -- applying --------------------------------------------------------------------------------
-def apply(config: LeagueConfig, state: LeagueState, item: Match | Void | Correction) -> "Applied | Rerated":
-    """Apply a match result or a command (what an input record holds)."""
+def apply(config: LeagueConfig, state: LeagueState, item: Match | Void | Correction,
+          budget: int | None = None) -> "Applied | Rerated | None":
+    """Apply a match result or a command (what an input record holds). A re-rate
+    with a `budget` (participant results per part) may stop after its first part:
+    None comes back, and rerate.proceed goes on."""
     if isinstance(item, Match):
-        return apply_match(config, state, item)
+        return apply_match(config, state, item, budget)
     if isinstance(item, Void):
-        return void_match(config, state, item)
-    return correct_match(config, state, item)
+        return void_match(config, state, item, budget)
+    return correct_match(config, state, item, budget)
 
 
-def apply_match(config: LeagueConfig, state: LeagueState, match: Match) -> "Applied | Rerated":
+def apply_match(config: LeagueConfig, state: LeagueState, match: Match,
+                budget: int | None = None) -> "Applied | Rerated | None":
     """Rate the match with its league's system and save the result in `state`.
 
     Raises DuplicateMatch, or BadEvent (reason `system_rule`) when the league's
@@ -222,7 +234,7 @@ def apply_match(config: LeagueConfig, state: LeagueState, match: Match) -> "Appl
         from .rerate import Edit, rerate
 
         state.put_placed(league, match.match_id, {"key": key.hex()})
-        return rerate(config, state, league, record, Edit(added=(key, match)), match.match_id)
+        return rerate(config, state, league, record, Edit(added=(key, match)), match.match_id, budget)
     return apply_at(rule, state, record, match, key, new=True)
 
 
@@ -266,23 +278,24 @@ def needs_snapshot(boundary: int, record: PlayerRecord | None) -> bool:
     return boundary > 0 and (record is None or record.snap < boundary)
 
 
-def void_match(config: LeagueConfig, state: LeagueState, void: Void) -> "Rerated":
+def void_match(config: LeagueConfig, state: LeagueState, void: Void, budget: int | None = None) -> "Rerated | None":
     from .rerate import Edit, rerate
 
     rule, record = _league(config, state, void.league, void.match_id)
     key = _placed_key(state, void.league, void.match_id)
     state.put_placed(void.league, void.match_id, VOIDED)
-    return rerate(config, state, void.league, record, Edit(removed=key), void.match_id)
+    return rerate(config, state, void.league, record, Edit(removed=key), void.match_id, budget)
 
 
-def correct_match(config: LeagueConfig, state: LeagueState, correction: Correction) -> "Rerated":
+def correct_match(config: LeagueConfig, state: LeagueState, correction: Correction,
+                  budget: int | None = None) -> "Rerated | None":
     from .rerate import Edit, rerate
 
     league, match_id = correction.league, correction.match_id
     rule, record = _league(config, state, league, match_id)
     key = _placed_key(state, league, match_id)
     _check(rule.system, correction.match)
-    old = next(iter(state.log(league, key)))[1]
+    old = state.log(league, key, 1)[0][1]
     match = correction.match
     if match.time is None:
         match = Match(league, match_id, match.participants, old.time)
@@ -296,7 +309,7 @@ def correct_match(config: LeagueConfig, state: LeagueState, correction: Correcti
         if record.get("order_time") is None or match.time > record["order_time"]:
             record = {**record, "order_time": match.time}
         state.put_placed(league, match_id, {"key": new_key.hex()})
-    return rerate(config, state, league, record, Edit(removed=key, added=(new_key, match)), match_id)
+    return rerate(config, state, league, record, Edit(removed=key, added=(new_key, match)), match_id, budget)
 
 
 def _league(config: LeagueConfig, state: LeagueState, league: str, match_id: str) -> tuple[LeagueRule, dict[str, Any]]:

@@ -11,17 +11,27 @@ step as any match, and every snapshot row and boundary past the starting one
 is written anew on the way. Then each player's record is replaced, and every
 player whose rating state changed gets one correction: the state last
 published for them, and the state now.
+
+Meanwhile the players' records stay as they were (reads see the last published
+ratings): the states being rebuilt are the league's working records. A re-rate
+is a job, done in parts of about `budget` participant results each: between
+two parts the job (where it is, the league's record so far) and the working
+records are state like any other, so that the stream commits each part and a
+worker that dies in the middle resumes at the last part committed. The replay
+does a job in one part.
 """
 
 from __future__ import annotations
 
 from bisect import insort
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 from .engine import Match, PlayerState, RatingSystem
 from .leagues import LeagueConfig
 from .rating import Applied, LeagueState, PlayerRecord, apply_at, needs_snapshot
+
+LOG_CHUNK = 512  # log entries read at a time by a job's later parts
 
 
 @dataclass(slots=True)
@@ -54,17 +64,35 @@ class Rerated:
     reapplied: int  # log entries applied again
 
 
+class WorkingRecords(Protocol):
+    """The records a re-rate rebuilds, by player (LeagueState.working)."""
+
+    def get(self, name: str) -> PlayerRecord | None: ...
+
+    def set(self, name: str, record: PlayerRecord | None) -> None: ...
+
+    def flush(self) -> None:
+        """Keep what was set (the end of a part)."""
+
+    def names(self) -> list[str]:
+        """Every player of the re-rate."""
+
+    def clear(self) -> None:
+        """The re-rate is over: forget them."""
+
+
 # The league record's counters that belong to arrival, not to the log's results:
 # a re-rate carries them over instead of recomputing them.
 _ARRIVAL = ("received", "order_time")
 
 
 def rerate(config: LeagueConfig, state: LeagueState, league: str, record: dict[str, Any], edit: Edit,
-           match_id: str) -> Rerated:
+           match_id: str, budget: int | None = None) -> Rerated | None:
     """Apply the edit to the league's log and re-rate the league from it. `record`
-    is the league's current record, with the arrival counters already moved on."""
-    rule = config.rule_for(league)
-    system = rule.system
+    is the league's current record, with the arrival counters already moved on.
+    With a `budget`, the re-rate stops after about that many participant results,
+    saves its job and returns None (`proceed` goes on)."""
+    system = config.system_for(league)
     number, base_key, base = _start(state, league, record, edit.start)
     old = list(state.log(league, base_key))
     new = [(key, match) for key, match in old if key != edit.removed]
@@ -75,22 +103,70 @@ def rerate(config: LeagueConfig, state: LeagueState, league: str, record: dict[s
         state.put_log(league, *edit.added)
     names = list(dict.fromkeys(p.player for _, match in (*old, *new) for p in match.participants))
     current = dict(zip(names, state.player_records(league, names, system)))
-    records = _at_boundary(state, league, number, system, current)
+    working = state.working(league, system)
+    for name, at_boundary in _at_boundary(state, league, number, system, current).items():
+        working.set(name, at_boundary)
     state.forget_snapshots(league, number)
+    job = {"match_id": match_id, "record": record, "next": None, "reapplied": 0, "total": len(new),
+           "working": base if base is not None else {"algorithm": config.rule_for(league).algorithm, "matches": 0,
+                                                     "players": 0}}
+    return _run(config, state, league, job, working, new, budget)
 
-    working = base if base is not None else {"algorithm": rule.algorithm, "matches": 0, "players": 0}
-    view = _Rerating(state, league, records)
-    for key, match in new:
-        working = apply_at(rule, view, working, match, key, new=False).record
 
-    final = {key: value for key, value in working.items() if key not in _ARRIVAL}
+def proceed(config: LeagueConfig, state: LeagueState, league: str, budget: int | None = None) -> Rerated | None:
+    """The next part of the league's re-rate job (LeagueState.job): the Rerated
+    once it is done, else None."""
+    job = dict(state.job(league))  # changed as the part goes: not the stored value itself
+    working = state.working(league, config.system_for(league))
+    return _run(config, state, league, job, working, _entries(state, league, bytes.fromhex(job["next"])), budget)
+
+
+def _entries(state: LeagueState, league: str, start: bytes) -> Iterable[tuple[bytes, Match]]:
+    while True:
+        chunk = state.log(league, start, LOG_CHUNK)
+        yield from chunk
+        if len(chunk) < LOG_CHUNK:
+            return
+        start = chunk[-1][0] + b"\x00"
+
+
+def _run(config: LeagueConfig, state: LeagueState, league: str, job: dict[str, Any], working: WorkingRecords,
+         entries: Iterable[tuple[bytes, Match]], budget: int | None) -> Rerated | None:
+    rule = config.rule_for(league)
+    view = _Rerating(state, league, working)
+    spent = 0
+    record = job["working"]
+    job["next"] = None
+    for key, match in entries:
+        if budget is not None and spent >= budget:
+            job["next"] = key.hex()
+            break
+        record = apply_at(rule, view, record, match, key, new=False).record
+        spent += len(match.participants)
+        job["reapplied"] += 1
+    job["working"] = record
+    working.flush()
+    if job["next"] is not None:
+        state.put_job(league, job)
+        return None
+    state.put_job(league, None)
+    return _finish(config, state, league, job, working)
+
+
+def _finish(config: LeagueConfig, state: LeagueState, league: str, job: dict[str, Any],
+            working: WorkingRecords) -> Rerated:
+    """Replace the players' records with the working ones; the corrections."""
+    rule = config.rule_for(league)
+    record = job["record"]
+    final = {key: value for key, value in job["working"].items() if key not in _ARRIVAL}
     final.update((key, record[key]) for key in _ARRIVAL if key in record)
     final["revision"] = record.get("revision", 0) + 1
     state.put_league(league, final)
+    names = working.names()
     corrections = []
     keeps_history = rule.options.history_max != 0
-    for name in names:
-        now, then = records[name], current[name]
+    for name, then in zip(names, state.player_records(league, names, rule.system)):
+        now = working.get(name)
         state.put_player(league, name, now)
         now_state = None if now is None else now.state
         then_state = None if then is None else then.state
@@ -101,7 +177,8 @@ def rerate(config: LeagueConfig, state: LeagueState, league: str, record: dict[s
             after = 0 if now_state is None else now_state.matches
             if after < before:
                 state.forget_history(league, name, after + 1, before)
-    return Rerated(rule.algorithm, league, match_id, final["revision"], corrections, final, len(new))
+    working.clear()
+    return Rerated(rule.algorithm, league, job["match_id"], final["revision"], corrections, final, job["reapplied"])
 
 
 def _start(state: LeagueState, league: str, record: dict[str, Any], start: bytes) -> tuple[int, bytes, dict | None]:
@@ -130,31 +207,42 @@ def _at_boundary(state: LeagueState, league: str, number: int, system: RatingSys
 
 class _Rerating:
     """The league as `apply_at` sees it during a re-rate: the players' records are
-    the ones being rebuilt (in memory); snapshot rows, boundaries and history entries
-    go to the state."""
+    the working ones; snapshot rows, boundaries and history entries go to the state."""
 
-    def __init__(self, state: LeagueState, league: str, records: dict[str, PlayerRecord | None]):
+    def __init__(self, state: LeagueState, league: str, working: WorkingRecords):
         self.state = state
         self.league = league
-        self.records = records
+        self.working = working
 
     def players(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerState | None]:
-        records = self.records
-        return [None if (record := records[name]) is None else record.state for name in names]
+        get = self.working.get
+        return [None if (record := get(name)) is None else record.state for name in names]
 
     def save(self, applied: Applied) -> None:
-        state, league, records = self.state, self.league, self.records
+        state, league, working = self.state, self.league, self.working
         match, place = applied.match, applied.place
         boundary = place.boundary
         for change in applied.changes:
             name = change.player
-            record = records[name]
+            record = working.get(name)
             if needs_snapshot(boundary, record):
                 state.put_snapshot(league, boundary, name, record)
             last = match.time if match.time is not None else (None if record is None else record.last_time)
-            records[name] = PlayerRecord(change.after, last, boundary)
+            working.set(name, PlayerRecord(change.after, last, boundary))
         for change, entry in zip(applied.changes, applied.history):
             state.put_history(league, change.player, entry, match.time)
         if place.opened is not None:
             state.put_boundary(league, boundary, place.key, place.opened)
 
+
+class MemoryRecords(dict):
+    """Working records in memory (the replay does a re-rate in one part)."""
+
+    def set(self, name: str, record: PlayerRecord | None) -> None:
+        self[name] = record
+
+    def flush(self) -> None:
+        pass
+
+    def names(self) -> list[str]:
+        return list(self)

@@ -23,6 +23,7 @@ class Settings:
     app_id: str = "ratings"  # the consumer group and the prefix of the state's changelog topic
     batch_max: int = 2000  # input records taken at once
     batch_max_bytes: int = 2 * 1024 * 1024  # input applied between two checkpoints
+    rerate_part: int = 200_000  # participant results a re-rate applies between two checkpoints
     batch_wait: float = 0.1  # longest wait for input when there is none (s)
     stop_timeout: float = 30.0  # a batch in progress gets this long to finish at a rebalance or stop (s)
     session_timeout: float = 10.0  # the consumer group's session timeout (s)

@@ -13,7 +13,7 @@ from stream_app.published import correction_events
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.rating import DuplicateMatch, apply
-from stream_app.rerate import Rerated
+from stream_app.rerate import Rerated, proceed
 from tests.support.corrections import CONFIG, cleaned, corrected_leagues, run
 
 
@@ -141,3 +141,33 @@ def test_a_re_rate_starts_at_the_last_boundary_before_the_change():
     expected, _, _ = run([d for d in docs if d["match_id"] != "73"], config)
     same_leagues(ledger, expected)
     assert ledger.boundaries["chess"].keys() == expected.boundaries["chess"].keys()
+
+
+@pytest.mark.parametrize("seed", [0, 6])
+@pytest.mark.parametrize("budget", [1, 9, 10, 40])
+def test_a_re_rate_in_parts_ends_as_in_one(budget, seed):
+    """With a budget (participant results per part), a re-rate stops and saves its
+    job; rerate.proceed goes on from there; the end is the same as in one part."""
+    config = LeagueConfig.from_toml(CONFIG)
+    docs = corrected_leagues(seed)
+    whole, events, _ = run(docs, config)
+    parts = Ledger(config, keep_history=True)
+    stopped = 0
+    published = []
+    for doc in docs:
+        try:
+            done = apply(config, parts, parse_input(orjson.dumps(doc)), budget)
+        except BadEvent:
+            continue
+        league = doc["league"]
+        while done is None:
+            stopped += 1
+            assert parts.jobs[league]["next"] is not None
+            done = proceed(config, parts, league, budget)
+        assert league not in parts.jobs
+        if isinstance(done, Rerated):
+            published += correction_events(done.algorithm, league, done.match_id, done.revision, done.corrections,
+                                           config.system_for(league).initial_state())
+    assert stopped > 0
+    same_leagues(parts, whole)
+    assert [e for e in published] == [e for e in events if e.get("cause") == "correction"]

@@ -323,6 +323,13 @@ def add_commands(sub: Any) -> None:
         "larger batches cost fewer checkpoints per match, smaller ones less latency under load",
     )
     p.add_argument(
+        "--rerate-part",
+        type=positive_int,
+        default=env("RATINGS_RERATE_PART", DEFAULTS.rerate_part),
+        help="participant results a re-rate (after a void, a correction or a late result) applies between two "
+        "checkpoints [RATINGS_RERATE_PART] (default %(default)s); the league's partition waits for the whole re-rate",
+    )
+    p.add_argument(
         "--session-timeout",
         type=positive_seconds,
         default=env("RATINGS_SESSION_TIMEOUT", DEFAULTS.session_timeout),

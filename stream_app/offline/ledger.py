@@ -10,7 +10,7 @@ from ..engine import Match, PlayerState, RatingChange, RatingSystem
 from ..events import Correction, Void
 from ..leagues import LeagueConfig
 from ..rating import VOIDED, Applied, DuplicateMatch, PlayerRecord, apply, needs_snapshot
-from ..rerate import Rerated
+from ..rerate import MemoryRecords, Rerated
 
 _PLAYER = attrgetter("player")
 _AFTER = attrgetter("after")
@@ -30,6 +30,8 @@ class Ledger:
         self.snaps: dict[str, dict[str, int]] = {}  # league -> player -> boundary of their last write (absent: 0)
         self.boundaries: dict[str, dict[int, tuple[bytes, dict[str, Any]]]] = {}
         self.snapshot_rows: dict[str, dict[int, dict[str, PlayerRecord | None]]] = {}  # league -> boundary -> player -> record
+        self.workings: dict[str, MemoryRecords] = {}  # league -> a re-rate's working records
+        self.jobs: dict[str, dict[str, Any]] = {}  # league -> a re-rate job stopped by a budget
         self.keep_history = keep_history
         self.histories: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}  # (league, player) -> seq -> entry
         self.applied = 0
@@ -107,9 +109,9 @@ class Ledger:
     def put_placed(self, league: str, match_id: str, place: dict[str, Any]) -> None:
         self.places.setdefault(league, {})[match_id] = bytes.fromhex(place["key"]) if "key" in place else None
 
-    def log(self, league: str, start: bytes) -> Iterator[tuple[bytes, Match]]:
+    def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Match]]:
         log = self.logs.get(league)
-        return iter(()) if log is None else log.items(start)
+        return [] if log is None else log.items(start, limit)
 
     def put_log(self, league: str, key: bytes, match: Match | None) -> None:
         log = self.logs.setdefault(league, _Log())
@@ -173,6 +175,18 @@ class Ledger:
         if not entries:
             del self.histories[(league, player)]
 
+    def working(self, league: str, system: RatingSystem) -> MemoryRecords:
+        return self.workings.setdefault(league, MemoryRecords())
+
+    def job(self, league: str) -> dict[str, Any]:
+        return self.jobs[league]
+
+    def put_job(self, league: str, job: dict[str, Any] | None) -> None:
+        if job is None:
+            self.jobs.pop(league, None)
+        else:
+            self.jobs[league] = job
+
     # -- reading -------------------------------------------------------------------
     def state(self, league: str, player: str) -> PlayerState | None:
         return self.leagues.get(league, {}).get(player)
@@ -215,7 +229,7 @@ class _Log:
         if self.matches.pop(key, None) is not None:
             del self.keys[bisect.bisect_left(self.keys, key)]
 
-    def items(self, start: bytes) -> Iterator[tuple[bytes, Match]]:
-        matches = self.matches
-        for key in self.keys[bisect.bisect_left(self.keys, start):]:
-            yield key, matches[key]
+    def items(self, start: bytes, limit: int | None) -> list[tuple[bytes, Match]]:
+        first = bisect.bisect_left(self.keys, start)
+        keys = self.keys[first:] if limit is None else self.keys[first:first + limit]
+        return [(key, self.matches[key]) for key in keys]

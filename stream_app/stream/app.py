@@ -232,7 +232,7 @@ class WorkerApp:
                 "standby_partitions": self.standby.partitions, "restored_records": self.worker.committer.restored,
                 "take_up_seconds": self.worker.take_up_seconds, "fenced_records": self.worker.committer.fenced,
                 "found_replaced": self.worker.committer.replaced, "standings_built": self.reads.builds,
-                "phase": self.worker.phase}
+                "phase": self.worker.phase, "rerating": self.worker.rerates.health()}
 
     # -- timers -------------------------------------------------------------------------
     async def _refresh_gauges(self) -> None:

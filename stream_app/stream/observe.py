@@ -58,6 +58,10 @@ RERATES = Counter(
 REAPPLIED = Counter(
     "ratings_rerate_matches_total", "Matches applied again by re-rates", ["league", "algorithm"]
 )
+RERATE_REMAINING = Gauge(
+    "ratings_rerate_remaining_matches",
+    "Matches a league's re-rate in progress has still to apply again (its partition's input waits meanwhile)", ["league"],
+)
 RERATE_SECONDS = Histogram(
     "ratings_rerate_seconds", "Time to re-rate a league (apply its log again from the change, diff the players)",
     buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, float("inf")),
@@ -167,17 +171,19 @@ class Tally:
                 for value in observed:
                     child.observe(value)
 
-    def rerated(self, rerated: Any, seconds: float, now: float) -> None:
-        """A re-rate done (rerate.Rerated), in `seconds`."""
+    def rerated(self, rerated: Any, seconds: float, elapsed: float, now: float) -> None:
+        """A re-rate done (rerate.Rerated): `seconds` of work, `elapsed` from its start
+        to now (its parts' commits included)."""
         self.rerates += 1
         league, algorithm = rerated.league, rerated.algorithm
         self.last_rerate = {"league": league, "match_id": rerated.match_id, "matches_reapplied": rerated.reapplied,
-                            "corrections": len(rerated.corrections), "seconds": round(seconds, 6), "at": now}
+                            "corrections": len(rerated.corrections), "seconds": round(seconds, 6),
+                            "elapsed_seconds": round(elapsed, 6), "at": now}
         RERATES.labels(league, algorithm).inc()
         REAPPLIED.labels(league, algorithm).inc(rerated.reapplied)
         RATING_CHANGES.labels(league, algorithm).inc(len(rerated.corrections))
         PLAYERS.labels(league, algorithm).set(rerated.record["players"])
-        RERATE_SECONDS.observe(seconds)
+        RERATE_SECONDS.observe(elapsed)
         log.info("league %s re-rated after %s: %d matches applied again, %d players corrected, %.3f s",
                  league, rerated.match_id, rerated.reapplied, len(rerated.corrections), seconds)
 

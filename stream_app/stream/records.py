@@ -20,8 +20,9 @@ from ..events import BadEvent, parse_input
 from ..published import correction_events, dead_letter, rating_changed_events
 from ..leagues import LeagueConfig
 from ..rating import ABSENT, Applied, DuplicateMatch, PlayerRecord, apply, log_entry, match_from_log
-from ..rerate import Rerated
-from .state import (BOUNDARIES, HISTORY, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SNAP, SNAPSHOTS, PartitionState,
+from ..rerate import Rerated, proceed
+from .state import (BOUNDARIES, HISTORY, JOBS, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SNAP, SNAPSHOTS, WORKING,
+                    PartitionState,
                     boundary_key, history_key, league_prefix, log_key, match_key, player_key, player_state,
                     snapshot_key, stored_history)
 
@@ -51,6 +52,7 @@ class Outcome:
     outputs: list[Output] = field(default_factory=list)
     applied: Applied | None = None
     rerated: Rerated | None = None
+    pending: str | None = None  # a league whose re-rate goes on in the next part
     dead_letter: BadEvent | None = None
     forwarded: bool = False
     redelivered: bool = False  # at or below the checkpoint: applied before
@@ -127,10 +129,10 @@ class PartitionLeagues:
     def put_placed(self, league: str, match_id: str, place: dict[str, Any]) -> None:
         self.state.put(MATCHES, match_key(league, match_id), place)
 
-    def log(self, league: str, start: bytes) -> Iterator[tuple[bytes, Match]]:
+    def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Match]]:
         prefix = league_prefix(league)
-        for key, entry in self.state.scan(LOG, prefix + start, _after(prefix)):
-            yield key[len(prefix):], match_from_log(league, entry)
+        return [(key[len(prefix):], match_from_log(league, entry))
+                for key, entry in self.state.scan(LOG, prefix + start, _after(prefix), limit)]
 
     def put_log(self, league: str, key: bytes, match: Match | None) -> None:
         self.state.put(LOG, log_key(league, key), None if match is None else log_entry(match))
@@ -171,6 +173,61 @@ class PartitionLeagues:
         for seq in range(first, last + 1):
             self.state.put(HISTORY, history_key(league, player, seq), None)
 
+    def working(self, league: str, system: RatingSystem) -> "TableRecords":
+        return TableRecords(self.state, league, system)
+
+    def job(self, league: str) -> dict[str, Any]:
+        return self.state.get(JOBS, league.encode())
+
+    def put_job(self, league: str, job: dict[str, Any] | None) -> None:
+        self.state.put(JOBS, league.encode(), job)
+        if job is None:
+            self.state.jobs.discard(league)
+        else:
+            self.state.jobs.add(league)
+
+    def jobs(self) -> list[str]:
+        """The leagues with a re-rate in progress."""
+        return [key.decode() for key, _ in self.state.scan(JOBS, b"", b"\xff")]
+
+
+class TableRecords:
+    """A re-rate's working records in the WORKING table, read once and kept in memory
+    for the part in progress; `flush` writes the ones set."""
+
+    def __init__(self, state: PartitionState, league: str, system: RatingSystem):
+        self.state = state
+        self.league = league
+        self.system = system
+        self.records: dict[str, PlayerRecord | None] = {}
+        self.changed: set[str] = set()
+
+    def get(self, name: str) -> PlayerRecord | None:
+        if name in self.records:
+            return self.records[name]
+        raw = self.state.get(WORKING, player_key(self.league, name))
+        record = self.records[name] = None if raw is None or raw == ABSENT else _player_record(raw, self.system)
+        return record
+
+    def set(self, name: str, record: PlayerRecord | None) -> None:
+        self.records[name] = record
+        self.changed.add(name)
+
+    def flush(self) -> None:
+        for name in self.changed:
+            record = self.records[name]
+            self.state.put(WORKING, player_key(self.league, name), ABSENT if record is None else _stored(record))
+        self.changed.clear()
+
+    def names(self) -> list[str]:
+        prefix = league_prefix(self.league)
+        return [key[len(prefix):].decode() for key, _ in self.state.scan(WORKING, prefix, _after(prefix))]
+
+    def clear(self) -> None:
+        for name in self.names():
+            self.state.put(WORKING, player_key(self.league, name), None)
+        self.records.clear()
+
 
 def _after(prefix: bytes) -> bytes:
     """The first key above every key with this prefix."""
@@ -192,10 +249,11 @@ def _stored(record: PlayerRecord) -> dict[str, Any]:
 
 
 class RecordHandler:
-    def __init__(self, config: LeagueConfig, partitions: int, forward_topic: str):
+    def __init__(self, config: LeagueConfig, partitions: int, forward_topic: str, rerate_part: int | None = None):
         self.config = config
         self.partitions = partitions
         self.forward_topic = forward_topic
+        self.rerate_part = rerate_part  # participant results per part of a re-rate (None: all in one)
 
     def handle(self, state: PartitionState, topic: str, partition: int, offset: int,
                key: bytes | None, value: bytes | None) -> Outcome:
@@ -218,16 +276,13 @@ class RecordHandler:
                 outcome.forwarded = True
                 outcome.outputs.append(Output("forward", league.encode(), payload))
                 return outcome
-            done = apply(self.config, PartitionLeagues(state, self.config), item)
-            league_key = league.encode()
-            if isinstance(done, Rerated):
-                events = correction_events(done.algorithm, league, done.match_id, done.revision, done.corrections,
-                                           self.config.system_for(league).initial_state())
-                outcome.rerated = done
-            else:
-                events = rating_changed_events(done.algorithm, done.match, done.changes)
+            done = apply(self.config, PartitionLeagues(state, self.config), item, self.rerate_part)
+            if isinstance(done, Applied):
                 outcome.applied = done
-            outcome.outputs.extend(Output("change", league_key, _encode(event)) for event in events)
+                outcome.outputs.extend(Output("change", league.encode(), _encode(event))
+                                       for event in rating_changed_events(done.algorithm, done.match, done.changes))
+            else:
+                self._rerated(league, done, outcome)
         except BadEvent as exc:
             state.rollback()
             outcome.dead_letter = exc
@@ -239,6 +294,33 @@ class RecordHandler:
             outcome.dead_letter = error
             outcome.outputs = [_dead_letter_output(error, key, payload, topic, partition, offset)]
         return outcome
+
+
+    def proceed(self, state: PartitionState, league: str) -> Outcome:
+        """The next part of a league's re-rate (one started by `handle` with a budget
+        left over, or found at a take-up)."""
+        outcome = Outcome()
+        state.savepoint()
+        try:
+            self._rerated(league, proceed(self.config, PartitionLeagues(state, self.config), league, self.rerate_part),
+                          outcome)
+        except BaseException:
+            state.rollback()
+            raise
+        return outcome
+
+    def _rerated(self, league: str, done: Rerated | None, outcome: Outcome) -> None:
+        if done is None:
+            outcome.pending = league
+            return
+        outcome.rerated = done
+        events = correction_events(done.algorithm, league, done.match_id, done.revision, done.corrections,
+                                   self.config.system_for(league).initial_state())
+        outcome.outputs.extend(Output("change", league.encode(), _encode(event)) for event in events)
+
+    def take_up(self, state: PartitionState) -> None:
+        """A partition taken up: the re-rates it has in progress."""
+        state.jobs = set(PartitionLeagues(state, self.config).jobs())
 
 
 def is_duplicate(error: BadEvent) -> bool:

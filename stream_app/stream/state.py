@@ -19,6 +19,7 @@ in the order the rules need. docs/design.md has the argument; in short:
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any, Callable, Iterable
 
 import orjson
@@ -34,7 +35,10 @@ HISTORY = "history"
 LOG = "log"  # each league's results in order (rating.py)
 SNAPSHOTS = "snapshots"  # players' states at the log's boundaries
 BOUNDARIES = "boundaries"
-TABLE_PREFIX = {PLAYERS: b"p", LEAGUES: b"l", MATCHES: b"m", HISTORY: b"h", LOG: b"a", SNAPSHOTS: b"s", BOUNDARIES: b"b"}
+WORKING = "working"  # the player records a re-rate rebuilds (rerate.py)
+JOBS = "jobs"  # each league's re-rate in progress
+TABLE_PREFIX = {PLAYERS: b"p", LEAGUES: b"l", MATCHES: b"m", HISTORY: b"h", LOG: b"a", SNAPSHOTS: b"s", BOUNDARIES: b"b",
+                WORKING: b"w", JOBS: b"j"}
 _TABLE_OF = {prefix: table for table, prefix in TABLE_PREFIX.items()}
 
 
@@ -155,6 +159,7 @@ class PartitionState:
         self.changelog_next = checkpoint.changelog + 1  # where this owner's next changelog record lands
         self.repair: set[bytes] = set()  # keys a replaced worker wrote since: written again next batch
         self.journal: list[tuple[tuple[str, bytes], Any]] = []  # the overlay before each write since the savepoint
+        self.jobs: set[str] = set()  # leagues whose re-rate is in progress (input of the partition waits)
 
     @property
     def epoch(self) -> int:
@@ -195,14 +200,21 @@ class PartitionState:
                 overlay[item] = value
         self.journal.clear()
 
-    def scan(self, table: str, start: bytes, end: bytes) -> list[tuple[bytes, Any]]:
+    def scan(self, table: str, start: bytes, end: bytes, limit: int | None = None) -> list[tuple[bytes, Any]]:
         """The (key, value) of a table in [start, end), in key order, as of the batch
-        in progress (the committed rows with the overlay over them). For re-rates:
-        the overlay is searched whole, once per call."""
+        in progress (the committed rows with the overlay over them): the first
+        `limit` committed rows and what the overlay has up to the last of them (fewer
+        than `limit` when the overlay deleted some). For re-rates: the overlay is
+        searched whole, once per call."""
         committed: dict[bytes, bytes] = {}
         if self.scanner is not None:
             prefix = TABLE_PREFIX[table]
-            committed = {key[1:]: raw for key, raw in self.scanner(prefix + start, prefix + end)}
+            rows = self.scanner(prefix + start, prefix + end)
+            if limit is not None:
+                rows = islice(rows, limit)
+            committed = {key[1:]: raw for key, raw in rows}
+            if limit is not None and len(committed) == limit:
+                end = max(committed) + b"\x00"  # the overlay beyond the last committed row read waits
         overlaid = {key: value for (name, key), value in self.overlay.items() if name == table and start <= key < end}
         found = []
         for key in sorted(committed.keys() | overlaid.keys()):
@@ -211,7 +223,7 @@ class PartitionState:
                     found.append((key, overlaid[key]))
             else:
                 found.append((key, orjson.loads(committed[key])))
-        return found
+        return found if limit is None else found[:limit]
 
     def already_applied(self, topic: str, offset: int) -> bool:
         return self.checkpoint.applied(topic, offset) or offset <= self.offsets.get(topic, -1)

@@ -24,6 +24,7 @@ from .changelog import Checkpoint
 from .commit import Changelog, Committer, Sender
 from .intake import Intake, Positions
 from .records import RecordHandler, is_duplicate
+from .rerating import Paused, Rerates
 from .state import PartitionState
 from .store import LocalStore
 from .tasks import cancel
@@ -43,7 +44,7 @@ class Worker:
         self.settings = settings
         self.store = store
         self.intake = intake
-        self.handler = RecordHandler(config, settings.partitions, settings.forward_topic)
+        self.handler = RecordHandler(config, settings.partitions, settings.forward_topic, settings.rerate_part)
         outputs = {"change": settings.changes_topic, "dead_letter": settings.dlq_topic, "forward": settings.forward_topic}
         self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs)
         self.tally = observe.Tally(config)
@@ -52,6 +53,8 @@ class Worker:
         self.resumed = False  # every owned partition is taken up and input flows
         self.take_up_seconds: float | None = None  # the last take-up of the partitions owned
         self.phase = "idle"  # shown by /health and SIGUSR1: diagnosing a stall
+        self.rerates = Rerates(self.tally)
+        self.pausing = False  # a pause is under way: a re-rate stops at its next part
         self._task: asyncio.Task | None = None
 
     # -- the loop ----------------------------------------------------------------------
@@ -59,9 +62,12 @@ class Worker:
         delay = RETRY_SECONDS
         while True:
             try:
+                await self.finish_rerates()
                 async with self.intake.batch() as records:
                     await self.apply_batch(records)
                 delay = RETRY_SECONDS
+            except Paused:
+                self.abandon()  # taken up anew, and the re-rate resumed, when input resumes
             except Exception:
                 # The batch's writes stay uncommitted (stream/state.py): take the partitions
                 # up anew and read input again from their checkpoints, after a back-off.
@@ -89,7 +95,7 @@ class Worker:
 
     async def _apply_part(self, records: list[Any]) -> None:
         started = time.perf_counter()
-        outputs: list = []
+        outputs: dict[int, list] = {}  # by partition: a re-rate commits its partition on its own
         applied: list = []
         touched: dict[int, PartitionState] = {}
         applying = self.phase = f"applying a batch of {len(records)}"
@@ -103,18 +109,20 @@ class Worker:
             if state is None:
                 state = touched[received.partition] = await self._take_up(received.partition)
                 self.phase = applying
+            mine = outputs.setdefault(received.partition, [])
             for record in await self._with_skipped(state, received):
-                self._handle(state, record, outputs, applied)
+                if state.jobs:  # a re-rate holds the partition: its input waits
+                    await self._finish_rerates(state, mine)
+                    self.phase = applying
+                self._handle(state, record, mine, applied)
         self.phase = f"committing {len(touched)} partitions"
-        await self.committer.commit(list(touched.values()), outputs)
+        await self.committer.commit(list(touched.values()), [out for part in outputs.values() for out in part])
         self.tally.applied_batch(applied, time.time())
         observe.BATCH_SECONDS.observe(time.perf_counter() - started)
 
     def _handle(self, state: PartitionState, record: Any, outputs: list, applied: list) -> None:
         started = time.perf_counter()
         outcome = self.handler.handle(state, record.topic, record.partition, record.offset, record.key, record.value)
-        if outcome.rerated is not None:
-            self.tally.rerated(outcome.rerated, time.perf_counter() - started, time.time())
         if outcome.redelivered:
             observe.REDELIVERED.inc()
             return
@@ -126,6 +134,33 @@ class Worker:
             self.tally.dead_letter(error.code, error.league, is_duplicate(error))
         if outcome.applied is not None:
             applied.append((outcome.applied, record.timestamp))
+        self.rerates.progress(state, outcome, started)
+
+    # -- re-rates in parts --------------------------------------------------------------
+    async def finish_rerates(self) -> None:
+        """Finish the re-rates of the partitions owned (found at a take-up): each
+        holds its partition's input until it is done."""
+        for partition in sorted({partition for _, partition in self.intake.owned_partitions} | set(self.partitions)):
+            state = await self._take_up(partition)
+            if state.jobs:
+                outputs: list = []
+                await self._finish_rerates(state, outputs)
+                await self.committer.commit([state], outputs)
+
+    async def _finish_rerates(self, state: PartitionState, outputs: list) -> None:
+        """Commit the partition, then apply its re-rates part by part, committing each
+        part; the last part's writes and events stay in the batch in progress."""
+        while state.jobs:
+            league = min(state.jobs)
+            self.phase = f"re-rating league {league}: {self.rerates.describe(league)}"
+            await self.committer.commit([state], outputs)
+            outputs.clear()
+            if self.pausing:
+                raise Paused(f"partition {state.partition}: paused between two parts of a re-rate")
+            started = time.perf_counter()
+            outcome = self.handler.proceed(state, league)
+            outputs.extend(outcome.outputs)
+            self.rerates.progress(state, outcome, started)
 
     async def take_up(self, partitions: set[int] | list[int]) -> None:
         """Take these partitions up now (those not taken up yet), concurrently."""
@@ -140,6 +175,7 @@ class Worker:
         if state is None:
             self.phase = f"taking up partition {partition}"
             state = self.partitions[partition] = await self.committer.take_up(partition)
+            self.handler.take_up(state)
         return state
 
     async def _with_skipped(self, state: PartitionState, record: Any) -> list[Any]:
@@ -177,6 +213,7 @@ class Worker:
     async def resume(self, owned: list[tuple[str, int]], generation: int | None = None) -> bool:
         """Take these partitions up, then input from them after their checkpoints
         (unless the assignment of `generation` is already over)."""
+        self.pausing = False
         await self.take_up({partition for _, partition in owned})
         if not await self.intake.resume(self.positions(owned), generation):
             return False
@@ -190,6 +227,7 @@ class Worker:
         finish in time (the broker is not answering) is cancelled: its writes stay
         uncommitted. The partitions are taken up anew before their next batch."""
         self.resumed = False
+        self.pausing = True
         if not await self.intake.pause(self.settings.stop_timeout):
             log.warning("the batch in progress did not finish in %.0f s: cancelling it", self.settings.stop_timeout)
             await self._cancel()

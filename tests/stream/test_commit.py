@@ -369,10 +369,12 @@ CORRECTED = LeagueConfig.from_toml(CORRECTIONS_CONFIG)
 @pytest.mark.parametrize("seed", range(6))
 async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_event_once(seed, tmp_path):
     """Voids, corrections and late results (re-rates of whole leagues, several per
-    batch) with crashes at any send: the committed players, leagues and histories
-    are the replay's, and every event (corrections included) is published, each
-    id with one content."""
+    batch; on even seeds in parts of 10 participant results, each committed) with
+    crashes at any send: the committed players, leagues and histories are the
+    replay's, and every event (corrections included) is published, each id with
+    one content."""
     rng = random.Random(seed)
+    settings = Settings(partitions=PARTITIONS, rerate_part=10 if seed % 2 == 0 else 10**9)
     docs = corrected_leagues(seed)
     log: dict[int, list[InputRecord]] = defaultdict(list)
     for doc in docs:
@@ -385,7 +387,7 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
     store = LocalStore(tmp_path / "0")
 
     def worker_on(store: LocalStore) -> Worker:
-        return Worker(SETTINGS, CORRECTED, store, broker, broker, Intake({}, SETTINGS.batch_max))
+        return Worker(settings, CORRECTED, store, broker, broker, Intake({}, SETTINGS.batch_max))
 
     worker = worker_on(store)
     crashes = 0
@@ -398,6 +400,7 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
             broker.crash_at = None
             store = reopened(store) if rng.random() < 0.7 else LocalStore(tmp_path / str(crashes))
             worker = worker_on(store)
+    await worker.finish_rerates()  # a re-rate begun by the last records
     assert crashes > 0
     assert_committed_state_is(local(store), ledger, records=False)
     assert_committed_state_is(logged(broker), ledger, records=False)
