@@ -114,6 +114,7 @@ class Tally:
         self.duplicates = 0
         self.forwarded = 0
         self.rerates = 0
+        self.rerate_parts = 0  # parts after the first (each committed on its own)
         self.last_rerate: dict[str, Any] | None = None
 
     def input(self, records: list[Any]) -> None:
@@ -188,6 +189,6 @@ class Tally:
                  league, rerated.match_id, rerated.reapplied, len(rerated.corrections), seconds)
 
     def counts(self) -> dict[str, Any]:
-        names = ("applied", "dead_letters", "duplicates", "forwarded", "rerates", "last_rerate", "started_at",
+        names = ("applied", "dead_letters", "duplicates", "forwarded", "rerates", "rerate_parts", "last_rerate", "started_at",
                  "first_applied_at")
         return {name: getattr(self, name) for name in names}

@@ -158,6 +158,7 @@ class Worker:
             if self.pausing:
                 raise Paused(f"partition {state.partition}: paused between two parts of a re-rate")
             started = time.perf_counter()
+            self.tally.rerate_parts += 1
             outcome = self.handler.proceed(state, league)
             outputs.extend(outcome.outputs)
             self.rerates.progress(state, outcome, started)

@@ -63,29 +63,40 @@ def assigned(worker: WorkerProcess) -> set[int]:
 
 
 @contextmanager
-def applied_by(broker, directory: Path, config: Path, docs: list[dict], prefix: str,
-               names: str = "ab") -> Iterator[list[WorkerProcess]]:
+def applied_by(broker, directory: Path, config: Path, docs: list[dict], prefix: str, names: str = "ab",
+               expected: dict[str, dict[str, Any]] | None = None,
+               extra_args: list[str] = ()) -> Iterator[list[WorkerProcess]]:
     """Workers (one per letter of `names`) sharing the partitions of fresh topics,
-    once they have applied `docs` (each league's matches counted by match_id);
-    stopped afterwards."""
+    once they have applied `docs`: once each league's document (GET /leagues/L)
+    has the `expected` values (default: "matches", the league's match_ids
+    counted); stopped afterwards."""
     import asyncio
 
     from tests.support.kafka import ensure_topics, keyed, publish, topic_args
-    from tests.support.leagues import league_matches
     from tests.support.names import unique_name
 
     prefix = unique_name(prefix)
-    workers = [WorkerProcess(broker.url, topic_args(prefix), prefix, directory / name, config, name=name)
+    workers = [WorkerProcess(broker.url, topic_args(prefix), prefix, directory / name, config, name=name,
+                             extra_args=list(extra_args))
                for name in names]
+    for worker in workers:
+        worker.topic_prefix = prefix  # {prefix}.matches, .changes, .dlq
+    if expected is None:
+        counts: dict[str, set[str]] = {}
+        for doc in docs:
+            counts.setdefault(doc["league"], set()).add(doc["match_id"])
+        expected = {league: {"matches": len(ids)} for league, ids in counts.items()}
+
+    def league_has(league: str, values: dict[str, Any]) -> bool:
+        status, body = workers[0].get(f"/leagues/{league}")
+        return status == 200 and all(body.get(key) == value for key, value in values.items())
+
     try:
         asyncio.run(ensure_topics(broker.url, prefix))
         wait_for(lambda: all(map(assigned, workers)) and set.union(*map(assigned, workers)) == set(range(8)),
                  120, "the workers to share the partitions", workers=workers)
         asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(docs)))
-        counts: dict[str, set[str]] = {}
-        for doc in docs:
-            counts.setdefault(doc["league"], set()).add(doc["match_id"])
-        wait_for(lambda: all(league_matches(workers[0], league) == len(ids) for league, ids in counts.items()),
+        wait_for(lambda: all(league_has(league, values) for league, values in expected.items()),
                  180, "the matches applied", workers=workers)
         yield workers
     finally:
