@@ -10,9 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import history_bench, mmr_bench, reads_bench, recovery_bench, replay_bench, stream_bench
+from . import corrections_bench, history_bench, mmr_bench, reads_bench, recovery_bench, replay_bench, stream_bench
 
 BENCHES = {"replay": replay_bench.run, "mmr": mmr_bench.run, "stream": stream_bench.run,
+           "corrections": corrections_bench.run,
            "recovery": recovery_bench.run, "history": history_bench.run,
            "reads": reads_bench.run}
 

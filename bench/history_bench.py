@@ -37,19 +37,26 @@ def _records(matches: int, players: int) -> list[InputRecord]:
     return [InputRecord("matches", 0, i, b"league", line, 0) for i, line in enumerate(lines)]
 
 
-async def _apply(directory: Path, config: LeagueConfig, records: list[InputRecord]) -> dict[str, Any]:
+async def batch_loop(directory: Path, config: LeagueConfig,
+                     records: list[InputRecord]) -> tuple[float, LocalStore, MemoryBroker, str]:
+    """The records applied by the batch loop in batches of BATCH, on a real store in
+    `directory` and an in-memory broker: (seconds, store, broker, changelog topic)."""
     store, broker = LocalStore(directory), MemoryBroker(partitions=1)
     settings = Settings(partitions=1, match_topic="matches")
     worker = Worker(settings, config, store, broker, broker, Intake({}, BATCH))
     started = time.perf_counter()
     for first in range(0, len(records), BATCH):
         await worker.apply_batch(records[first:first + BATCH])
-    seconds = time.perf_counter() - started
+    return time.perf_counter() - started, store, broker, settings.changelog_topic
+
+
+async def _apply(directory: Path, config: LeagueConfig, records: list[InputRecord]) -> dict[str, Any]:
+    seconds, store, broker, changelog_topic = await batch_loop(directory, config, records)
     db = store.db(0)
     db.flush()
     db.compact_range(None, None)
     history = sum(1 for _ in store.scan(0, b"h"))
-    changelog = sum(len(key) + len(value) for key, value in broker.logs[(settings.changelog_topic, 0)])
+    changelog = sum(len(key) + len(value) for key, value in broker.logs[(changelog_topic, 0)])
     result = {"seconds": seconds, "matches_per_s": len(records) / seconds, "history_entries": history,
               "store_bytes": store.size(0), "changelog_bytes": changelog}
     store.close()

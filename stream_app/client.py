@@ -28,7 +28,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from .api_reads import ApiError, ApiReads, ApiUnreachable, api_url
-from .events import BadEvent, parse_match
+from .events import CORRECTED, VOIDED, BadEvent, parse_input
 from .security import KafkaSecurity
 from .settings import DEFAULTS, Settings
 
@@ -206,8 +206,8 @@ class RatingsClient(ApiReads):
             raw = bytes(event)
         else:
             raise BadEvent("not_an_object", f"event: must be a JSON object, bytes or text (got {type(event).__name__})")
-        match = parse_match(raw)  # size, encoding, JSON, schema and cross-field rules
-        return match.league.encode("utf-8"), raw
+        item = parse_input(raw)  # size, encoding, JSON, schema and cross-field rules
+        return item.league.encode("utf-8"), raw
 
     async def send(self, event: dict[str, Any] | bytes | str) -> "asyncio.Future[Any]":
         """Validate and enqueue one match result; returns a future of its RecordMetadata.
@@ -224,6 +224,19 @@ class RatingsClient(ApiReads):
         """Validate, send and wait for the acknowledgement; returns aiokafka's RecordMetadata
         (topic, partition, offset, timestamp). Raises BadEvent on an invalid event."""
         return await (await self.send(event))
+
+    async def void(self, league: str, match_id: str, reason: str) -> Any:
+        """Publish a match-voided.v1 command: the league is re-rated as if the result never counted."""
+        return await self.publish({"schema": VOIDED, "league": league, "match_id": match_id, "reason": reason})
+
+    async def correct(self, league: str, match_id: str, participants: list[dict[str, Any]], reason: str,
+                      occurred_at: str | None = None) -> Any:
+        """Publish a match-corrected.v1 command: the result with these standings instead."""
+        event: dict[str, Any] = {"schema": CORRECTED, "league": league, "match_id": match_id,
+                                 "participants": participants, "reason": reason}
+        if occurred_at is not None:
+            event["occurred_at"] = occurred_at
+        return await self.publish(event)
 
     async def publish_many(
         self,

@@ -64,7 +64,7 @@ class LeagueOptions:
     max_uncertainty: float | None = None
     inactive_days: float | None = None
     late_results: str = APPEND
-    snapshot_every: int = 1000
+    snapshot_every: int = 10_000
 
     @property
     def inactive_seconds(self) -> float | None:
@@ -187,4 +187,4 @@ def _options(values: dict[str, Any], algorithm: str, system: RatingSystem) -> Le
         raise ParamError("snapshot_every", f"must be an integer >= 1 (got {every!r})")
     return LeagueOptions(history_max=integer("history_max"), min_matches=integer("min_matches") or 0,
                          max_uncertainty=positive("max_uncertainty"), inactive_days=positive("inactive_days"),
-                         late_results=late, snapshot_every=1000 if every is None else every)
+                         late_results=late, snapshot_every=10_000 if every is None else every)

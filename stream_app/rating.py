@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, AbstractSet as Set, Any, Protocol, Sequence
 
 from .engine import InvalidMatch, Match, Participant, PlayerState, RatingChange, RatingSystem
 from .events import BadEvent, Correction, Void, format_time
@@ -83,8 +83,10 @@ class LeagueState(Protocol):
 
     def put_boundary(self, league: str, number: int, key: bytes | None, record: dict[str, Any] | None) -> None: ...
 
-    def snapshots(self, league: str, first: int, system: RatingSystem) -> Iterable[tuple[int, str, PlayerRecord | None]]:
-        """Snapshot rows (boundary, player, record or None for ABSENT) of boundaries >= first, in that order."""
+    def snapshot_records(self, league: str, first: int, names: Set[str],
+                         system: RatingSystem) -> dict[str, PlayerRecord | None]:
+        """For each of these players with a snapshot row at a boundary >= first, the
+        first such row's record (None: ABSENT)."""
 
     def put_snapshot(self, league: str, number: int, player: str, record: PlayerRecord | None) -> None:
         """Write a snapshot row (None: ABSENT)."""
@@ -226,23 +228,22 @@ def apply_match(config: LeagueConfig, state: LeagueState, match: Match,
         place_time = time
     else:
         place_time = order_time
-    record = {**record, "received": arrival + 1}
-    if order_time is not None:
-        record["order_time"] = order_time
+    received = {"received": arrival + 1} if order_time is None else {"received": arrival + 1, "order_time": order_time}
     key = order_key(place_time, arrival)
     if place_time is not None and order_time is not None and place_time < order_time:
         from .rerate import Edit, rerate
 
         state.put_placed(league, match.match_id, {"key": key.hex()})
-        return rerate(config, state, league, record, Edit(added=(key, match)), match.match_id, budget)
-    return apply_at(rule, state, record, match, key, new=True)
+        return rerate(config, state, league, {**record, **received}, Edit(added=(key, match)), match.match_id, budget)
+    return apply_at(rule, state, record, match, key, new=True, received=received)
 
 
 def apply_at(rule: LeagueRule, state: LeagueState, record: dict[str, Any], match: Match, key: bytes,
-             new: bool) -> Applied:
+             new: bool, received: dict[str, Any] | None = None) -> Applied:
     """Rate the match as the log's entry `key`, after the entries whose results made
     `record`, and save it. The one step that rates a match: appending a result and
-    re-rating a league both come here."""
+    re-rating a league both come here. `received`: the arrival counters of a new
+    entry, for the league's record after it."""
     system = rule.system
     prior = state.players(match.league, [participant.player for participant in match.participants], system)
     newcomers = prior.count(None)
@@ -254,6 +255,8 @@ def apply_at(rule: LeagueRule, state: LeagueState, record: dict[str, Any], match
     if count - start >= rule.options.snapshot_every:
         boundary, start, opened = boundary + 1, count, record
     after = {**record, "matches": count + 1, "players": record["players"] + newcomers}
+    if received is not None:
+        after.update(received)
     if boundary:
         after["boundary"] = [boundary, start]
     latest = record.get("latest_time")

@@ -26,6 +26,33 @@ def _client(args: argparse.Namespace):
         raise SystemExit(f"ratings {args.command}: {exc}") from None
 
 
+# -- ratings void ------------------------------------------------------------------
+def cmd_void(args: argparse.Namespace) -> int:
+    return asyncio.run(_void(args))
+
+
+async def _void(args: argparse.Namespace) -> int:
+    from aiokafka.errors import KafkaError
+
+    from ..events import BadEvent
+
+    client = _client(args)
+    try:
+        await client.start()
+        sent = await client.void(args.league, args.match_id, args.reason)
+    except BadEvent as exc:
+        print(f"ratings void: {exc}", file=sys.stderr)
+        return 1
+    except (KafkaError, OSError) as exc:
+        print(f"ratings void: cannot publish to {args.broker}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        await client.stop()
+    print(f"void of {args.league}/{args.match_id} published ({sent.topic}[{sent.partition}] offset {sent.offset}): "
+          "the league is re-rated without it, `ratings subscribe` shows the corrections")
+    return 0
+
+
 # -- ratings worker ----------------------------------------------------------------
 def cmd_worker(args: argparse.Namespace) -> int:
     from ..stream.app import run_worker
@@ -285,13 +312,25 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise (default %(default)s)")
 
     p = command(sub, "produce", cmd_produce, "validate match-result lines and publish them to Kafka, keyed by league",
-                "Validate each line of a JSONL file of match results (plain or .gz; '-' reads stdin) and publish the "
+                "Validate each line of a JSONL file of match results, voids and corrections (plain or .gz; '-' reads "
+                "stdin) and publish the "
                 "valid ones, unchanged, to the match topic with the league as key. Rejected lines are listed (the "
                 f"first {LIST_PROBLEMS}) with their line number and reason; a summary line is always printed on stderr. "
                 "Exit status: 0 every line was sent; 1 some lines were rejected (the valid ones were sent); 2 the file "
                 "could not be read, the broker could not be reached or a send failed.")
     p.add_argument("file", metavar="FILE", help="JSONL file of match-result events (plain or .gz; '-' for stdin)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, do not list rejected lines")
+    add_common_flags(p)
+
+    p = command(sub, "void", cmd_void, "publish a match-voided.v1 command: a result the league applied never counted",
+                "Publish a match-voided.v1 command for a result the league has applied: the worker re-rates the league "
+                "without it and publishes one correction per player whose rating changed. A match the league never "
+                "applied, or already voided, comes back as a dead letter (unknown_match). Corrections are published "
+                "the same way as results (JSON lines through `ratings produce`, schemas/match-corrected.v1.json). "
+                "Exit status: 0 published; 1 the command is invalid; 2 the broker could not be reached.")
+    p.add_argument("league", metavar="LEAGUE")
+    p.add_argument("match_id", metavar="MATCH_ID")
+    p.add_argument("--reason", required=True, help="why (kept with the command; 1 to 500 characters)")
     add_common_flags(p)
 
     p = command(sub, "subscribe", cmd_subscribe, "print rating-changed events as JSON lines",

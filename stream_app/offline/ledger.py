@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 from operator import attrgetter
-from typing import Any, Callable, Iterator, Sequence
+from typing import AbstractSet, Any, Callable, Sequence
 
 from ..engine import Match, PlayerState, RatingChange, RatingSystem
 from ..events import Correction, Void
@@ -126,11 +126,15 @@ class Ledger:
     def put_boundary(self, league: str, number: int, key: bytes | None, record: dict[str, Any] | None) -> None:
         self.boundaries.setdefault(league, {})[number] = (key, record)  # type: ignore[assignment]
 
-    def snapshots(self, league: str, first: int, system: RatingSystem) -> Iterator[tuple[int, str, PlayerRecord | None]]:
+    def snapshot_records(self, league: str, first: int, names: AbstractSet[str],
+                         system: RatingSystem) -> dict[str, PlayerRecord | None]:
         rows = self.snapshot_rows.get(league, {})
+        found: dict[str, PlayerRecord | None] = {}
         for number in sorted(n for n in rows if n >= first):
-            for name in sorted(rows[number]):
-                yield number, name, rows[number][name]
+            for name, record in rows[number].items():
+                if name in names and name not in found:
+                    found[name] = record
+        return found
 
     def put_snapshot(self, league: str, number: int, player: str, record: PlayerRecord | None) -> None:
         self.snapshot_rows.setdefault(league, {}).setdefault(number, {})[player] = record

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterator, Sequence
+from typing import AbstractSet, Any, Sequence
 
 import orjson
 from aiokafka.partitioner import murmur2
@@ -18,7 +18,7 @@ from aiokafka.partitioner import murmur2
 from ..engine import Match, PlayerState, RatingSystem
 from ..events import BadEvent, parse_input
 from ..published import correction_events, dead_letter, rating_changed_events
-from ..leagues import LeagueConfig
+from ..leagues import IN_ORDER, LeagueConfig
 from ..rating import ABSENT, Applied, DuplicateMatch, PlayerRecord, apply, log_entry, match_from_log
 from ..rerate import Rerated, proceed
 from .state import (BOUNDARIES, HISTORY, JOBS, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SNAP, SNAPSHOTS, WORKING,
@@ -108,18 +108,26 @@ class PartitionLeagues:
             put(PLAYERS, player_key(league, name), value)
         if place.new:
             put(MATCHES, match_key(league, match.match_id), {"key": place.key.hex()})
-            put(LOG, log_key(league, place.key), log_entry(match))
+            self.state.put_new(LOG, log_key(league, place.key), log_entry(match))
         if place.opened is not None:
             self.put_boundary(league, boundary, place.key, place.opened)
         put(LEAGUES, league.encode(), applied.record)
-        for change, entry in zip(applied.changes, applied.history):
-            self.put_history(league, change.player, entry, match.time)
+        if applied.history:
+            # A new entry's history keys are new too: the player's count only grew since the checkpoint.
+            put_entry = self.state.put_new if place.new else put
+            kept = self.config.rule_for(league).options.history_max
+            time = match.time
+            for change, entry in zip(applied.changes, applied.history):
+                seq = entry["seq"]
+                put_entry(HISTORY, history_key(league, change.player, seq), stored_history(entry, time))
+                if kept is not None and seq > kept:  # bounded: the entry that falls out goes
+                    put(HISTORY, history_key(league, change.player, seq - kept), None)
 
     def put_history(self, league: str, player: str, entry: dict[str, Any], time: float | None) -> None:
         seq = entry["seq"]
         self.state.put(HISTORY, history_key(league, player, seq), stored_history(entry, time))
-        kept = self.config.options_for(league).history_max
-        if kept is not None and seq > kept:  # bounded: the entry that falls out goes
+        kept = self.config.rule_for(league).options.history_max
+        if kept is not None and seq > kept:
             self.state.put(HISTORY, history_key(league, player, seq - kept), None)
 
     # -- re-rates (rerate.py) -----------------------------------------------------------------
@@ -145,12 +153,16 @@ class PartitionLeagues:
         value = None if key is None else {"key": key.hex(), "record": record}
         self.state.put(BOUNDARIES, boundary_key(league, number), value)
 
-    def snapshots(self, league: str, first: int, system: RatingSystem) -> Iterator[tuple[int, str, PlayerRecord | None]]:
-        prefix = league_prefix(league)
-        at = len(prefix)
-        for key, value in self.state.scan(SNAPSHOTS, boundary_key(league, first), _after(prefix)):
-            record = None if value == ABSENT else _player_record(value, system)
-            yield int.from_bytes(key[at:at + 8], "big"), key[at + 8:].decode(), record
+    def snapshot_records(self, league: str, first: int, names: AbstractSet[str],
+                         system: RatingSystem) -> dict[str, PlayerRecord | None]:
+        at = len(league_prefix(league)) + 8
+        found: dict[str, PlayerRecord | None] = {}
+        for key, raw in self.state.scan(SNAPSHOTS, boundary_key(league, first), _after(league_prefix(league)), raw=True):
+            name = key[at:].decode()
+            if name in names and name not in found:
+                value = orjson.loads(raw) if type(raw) is bytes else raw
+                found[name] = None if value == ABSENT else _player_record(value, system)
+        return found
 
     def put_snapshot(self, league: str, number: int, player: str, record: PlayerRecord | None) -> None:
         self.state.put(SNAPSHOTS, snapshot_key(league, number, player), ABSENT if record is None else _stored(record))
@@ -158,7 +170,7 @@ class PartitionLeagues:
     def forget_snapshots(self, league: str, after: int) -> None:
         end = _after(league_prefix(league))
         for table in (SNAPSHOTS, BOUNDARIES):
-            for key, _ in self.state.scan(table, boundary_key(league, after + 1), end):
+            for key, _ in self.state.scan(table, boundary_key(league, after + 1), end, raw=True):
                 self.state.put(table, key, None)
 
     def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
@@ -254,6 +266,7 @@ class RecordHandler:
         self.partitions = partitions
         self.forward_topic = forward_topic
         self.rerate_part = rerate_part  # participant results per part of a re-rate (None: all in one)
+        self.in_order: dict[str, bool] = {}
 
     def handle(self, state: PartitionState, topic: str, partition: int, offset: int,
                key: bytes | None, value: bytes | None) -> Outcome:
@@ -263,7 +276,7 @@ class RecordHandler:
             return outcome
         state.note_offset(topic, offset)
         payload = value if value is not None else b""
-        state.savepoint()
+        state.savepoint(journal=True)
         try:
             item = parse_input(payload)
             league = item.league
@@ -276,6 +289,8 @@ class RecordHandler:
                 outcome.forwarded = True
                 outcome.outputs.append(Output("forward", league.encode(), payload))
                 return outcome
+            if isinstance(item, Match) and not self._in_order(league):
+                state.savepoint(journal=False)  # appended, never re-rated: its writes come after every check
             done = apply(self.config, PartitionLeagues(state, self.config), item, self.rerate_part)
             if isinstance(done, Applied):
                 outcome.applied = done
@@ -296,11 +311,18 @@ class RecordHandler:
         return outcome
 
 
+    def _in_order(self, league: str) -> bool:
+        """Whether the league places late results in time order (they can re-rate it)."""
+        found = self.in_order.get(league)
+        if found is None:
+            found = self.in_order[league] = self.config.options_for(league).late_results == IN_ORDER
+        return found
+
     def proceed(self, state: PartitionState, league: str) -> Outcome:
         """The next part of a league's re-rate (one started by `handle` with a budget
         left over, or found at a take-up)."""
         outcome = Outcome()
-        state.savepoint()
+        state.savepoint(journal=True)
         try:
             self._rerated(league, proceed(self.config, PartitionLeagues(state, self.config), league, self.rerate_part),
                           outcome)

@@ -117,7 +117,10 @@ def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
     """A stored player record: (the rating state's dict, the last match's time or None)."""
     if LAST_TIME not in record and SNAP not in record:
         return record, None
-    return {key: value for key, value in record.items() if key != LAST_TIME and key != SNAP}, record.get(LAST_TIME)
+    data = record.copy()
+    last = data.pop(LAST_TIME, None)
+    data.pop(SNAP, None)
+    return data, last
 
 
 # Reads a committed value: store key -> bytes or None.
@@ -130,6 +133,10 @@ Scanner = Callable[[bytes, bytes], Iterable[tuple[bytes, bytes]]]
 CACHED_TABLES = (PLAYERS, LEAGUES)
 CACHE_LIMIT = 50_000  # entries per partition; the cache starts over when full
 _MISSING = object()
+
+
+def _first(item: tuple) -> Any:
+    return item[0]
 
 
 def _dumps_or_none(value: Any) -> bytes | None:
@@ -158,7 +165,8 @@ class PartitionState:
         self.reads: dict[tuple[str, bytes], Any] = {}  # the same, for this batch only
         self.changelog_next = checkpoint.changelog + 1  # where this owner's next changelog record lands
         self.repair: set[bytes] = set()  # keys a replaced worker wrote since: written again next batch
-        self.journal: list[tuple[tuple[str, bytes], Any]] = []  # the overlay before each write since the savepoint
+        # The overlay before each write since the savepoint (None: not kept, see `savepoint`).
+        self.journal: list[tuple[tuple[str, bytes], Any]] | None = None
         self.jobs: set[str] = set()  # leagues whose re-rate is in progress (input of the partition waits)
 
     @property
@@ -183,46 +191,59 @@ class PartitionState:
 
     def put(self, table: str, key: bytes, value: Any) -> None:
         item = (table, key)
-        self.journal.append((item, self.overlay.get(item, _MISSING)))
+        if self.journal is not None:
+            self.journal.append((item, self.overlay.get(item, _MISSING)))
         self.overlay[item] = value
 
-    def savepoint(self) -> None:
-        """Where `rollback` goes back to: set before each input record is applied."""
-        self.journal.clear()
+    def put_new(self, table: str, key: bytes, value: Any) -> None:
+        """Put a key the committed state cannot hold (a new log entry, a player's next
+        history entry): unless the batch already wrote it, its committed value is
+        known to be none, and the commit need not read it (a RocksDB read saved)."""
+        item = (table, key)
+        if item not in self.overlay:
+            self.reads[item] = None
+        self.put(table, key, value)
+
+    def savepoint(self, journal: bool) -> None:
+        """Where `rollback` goes back to, set before each input record is applied; with
+        `journal`, the record's writes are undone if it fails half way (a re-rate:
+        a match at the end of its league writes only once it is rated)."""
+        self.journal = [] if journal else None
 
     def rollback(self) -> None:
-        """Undo the overlay's writes since the savepoint (a record that failed half way)."""
+        """Undo the overlay's writes since the savepoint."""
         overlay = self.overlay
-        for item, value in reversed(self.journal):
+        for item, value in reversed(self.journal or ()):
             if value is _MISSING:
                 del overlay[item]
             else:
                 overlay[item] = value
-        self.journal.clear()
+        self.journal = None
 
-    def scan(self, table: str, start: bytes, end: bytes, limit: int | None = None) -> list[tuple[bytes, Any]]:
+    def scan(self, table: str, start: bytes, end: bytes, limit: int | None = None,
+             raw: bool = False) -> list[tuple[bytes, Any]]:
         """The (key, value) of a table in [start, end), in key order, as of the batch
         in progress (the committed rows with the overlay over them): the first
         `limit` committed rows and what the overlay has up to the last of them (fewer
         than `limit` when the overlay deleted some). For re-rates: the overlay is
-        searched whole, once per call."""
-        committed: dict[bytes, bytes] = {}
+        searched whole, once per call. With `raw`, committed values come as their
+        bytes (the overlay's as they are), for callers that decode few of them."""
+        committed: list[tuple[bytes, bytes]] = []
         if self.scanner is not None:
             prefix = TABLE_PREFIX[table]
             rows = self.scanner(prefix + start, prefix + end)
-            if limit is not None:
-                rows = islice(rows, limit)
-            committed = {key[1:]: raw for key, raw in rows}
+            committed = [(key[1:], value) for key, value in (rows if limit is None else islice(rows, limit))]
             if limit is not None and len(committed) == limit:
-                end = max(committed) + b"\x00"  # the overlay beyond the last committed row read waits
-        overlaid = {key: value for (name, key), value in self.overlay.items() if name == table and start <= key < end}
-        found = []
-        for key in sorted(committed.keys() | overlaid.keys()):
-            if key in overlaid:
-                if overlaid[key] is not None:  # None: deleted in this batch
-                    found.append((key, overlaid[key]))
-            else:
-                found.append((key, orjson.loads(committed[key])))
+                end = committed[-1][0] + b"\x00"  # the overlay beyond the last committed row read waits
+        decode = (lambda value: value) if raw else orjson.loads
+        overlaid = sorted((key, value) for (name, key), value in self.overlay.items()
+                          if name == table and start <= key < end)
+        if not overlaid:
+            return [(key, decode(value)) for key, value in committed]
+        written = dict(overlaid)
+        found = [(key, decode(value)) for key, value in committed if key not in written]
+        found += [(key, value) for key, value in overlaid if value is not None]  # None: deleted in this batch
+        found.sort(key=_first)
         return found if limit is None else found[:limit]
 
     def already_applied(self, topic: str, offset: int) -> bool:
@@ -279,6 +300,6 @@ class PartitionState:
             if table in CACHED_TABLES:
                 _remember(self.cache, (table, key), value)
         self.overlay.clear()
-        self.journal.clear()
+        self.journal = None
         self.reads.clear()
         self.offsets.clear()

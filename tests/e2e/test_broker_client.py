@@ -176,6 +176,33 @@ async def test_invalid_events_raise_bad_event_and_are_not_sent(broker, topics):
     assert sorted(orjson.loads(r.value)["match_id"] for r in records) == ["ok1", "ok2"]
 
 
+def test_commands_are_validated_and_keyed_by_league(broker, topics, capsys):
+    """client.void and client.correct publish the commands' schemas; `ratings void` too; a bad one is refused
+    naming the field (nothing is sent)."""
+    async def publish() -> None:
+        async with RatingsClient(broker.url, **topics.client_kwargs()) as client:
+            await client.void("chess", "c1", "annulled")
+            await client.correct("go", "g1", [{"player": "x", "rank": 2}, {"player": "y", "rank": 1}], "swapped",
+                                 occurred_at="2026-11-22T10:00:00Z")
+            with pytest.raises(BadEvent) as caught:
+                await client.void("chess", "c1", "")
+            assert caught.value.field == "reason"
+            with pytest.raises(BadEvent) as caught:
+                await client.correct("go", "g1", [{"player": "x", "rank": 1}, {"player": "x", "rank": 2}], "typo")
+            assert caught.value.code == "duplicate_player"
+
+    asyncio.run(publish())
+    assert cli.main(["void", "karting", "k9", "--reason", "jump start", "--broker", broker.url, *topics.cli_args()]) == 0
+    assert "void of karting/k9 published" in capsys.readouterr().out
+    assert cli.main(["void", "karting", "bad id", "--reason", "x", "--broker", broker.url, *topics.cli_args()]) == 1
+    assert "match_id: must be 1 to 128 characters" in capsys.readouterr().err
+    records, _ = asyncio.run(read_topic(broker.bootstrap, topics.match, 3))
+    sent = {r.key: orjson.loads(r.value) for r in records}
+    assert sent[b"chess"] == {"schema": "match-voided.v1", "league": "chess", "match_id": "c1", "reason": "annulled"}
+    assert sent[b"go"]["schema"] == "match-corrected.v1" and sent[b"go"]["occurred_at"] == "2026-11-22T10:00:00Z"
+    assert sent[b"karting"]["reason"] == "jump start"
+
+
 async def test_ensure_topics_is_idempotent(broker, topics):
     client = RatingsClient(broker.url, partitions=3, **topics.client_kwargs())
     first = await client.ensure_topics()

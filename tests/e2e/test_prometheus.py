@@ -152,13 +152,15 @@ def _match(league: str, match_id: str, players: list[str]) -> dict[str, Any]:
 
 
 def _events() -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Three leagues of deploy/leagues.toml's systems, a duplicate and a match the league's system rejects."""
+    """Three leagues of deploy/leagues.toml's systems, a duplicate, a match the league's system rejects, and a
+    void (a re-rate)."""
     events = []
     events += [_match("chess-blitz", f"c{i}", ["alice", "bob"] if i % 2 else ["bob", "carol"]) for i in range(5)]
     events += [_match("karting", f"k{i}", ["erin", "finn", "gus", "hal"][i:] + ["erin", "finn", "gus", "hal"][:i]) for i in range(3)]
     events += [_match("go", f"g{i}", ["ivy", "jon"]) for i in range(2)]
     events.append(_match("chess-blitz", "c0", ["bob", "carol"]))  # a producer's retry: duplicate_match
     events.append(_match("chess-blitz", "three", ["alice", "bob", "carol"]))  # elo rates two players: system_rule
+    events.append({"schema": "match-voided.v1", "league": "chess-blitz", "match_id": "c2", "reason": "annulled"})
     applied = {"chess-blitz": 5, "karting": 3, "go": 2}
     return events, applied
 
@@ -206,8 +208,9 @@ def test_prometheus_scrapes_the_worker(broker, tmp_path, start_prometheus):
         asyncio.run(_publish(broker.url, topics, events))
         wait_for(prometheus.ready, 30, "prometheus to be ready", workers=[worker])
         total = sum(applied.values())
-        wait_for(lambda: (worker.health() or {}).get("applied") == total, 60, f"the worker to apply {total} matches",
+        wait_for(lambda: (worker.health() or {}).get("rerates") == 1, 60, f"the worker to apply {total} matches and a void",
                  workers=[worker])
+        assert worker.health()["applied"] == total
 
         # Prometheus has scraped the worker's /metrics: every league's count, as published.
         def scraped() -> dict[str, float] | None:
@@ -228,6 +231,10 @@ def test_prometheus_scrapes_the_worker(broker, tmp_path, start_prometheus):
         assert _by(prometheus.query("ratings_worker_state == 1"), "state") == {"running": 1.0}
         assert prometheus.query("sum(ratings_rating_change_size_count)")[0]["value"][1] == str(5 * 2 + 3 * 4 + 2 * 2)
         assert prometheus.query("faust_total_rebalances"), "Faust's sensor metrics are not scraped"
+        # The void re-rated chess-blitz from its start (no boundary yet): c0, c1, c3 and c4 applied again.
+        assert _by(prometheus.query("ratings_rerates_total"), "league") == {"chess-blitz": 1.0}
+        assert _by(prometheus.query("ratings_rerate_matches_total"), "league") == {"chess-blitz": 4.0}
+        assert _by(prometheus.query("ratings_rerate_remaining_matches"), "league") == {"chess-blitz": 0.0}
 
         # API requests are timed per endpoint.
         assert worker.get("/leagues/chess-blitz/leaderboard?limit=2")[0] == 200
