@@ -179,6 +179,14 @@ def match_doc(draw):
                                                              "2026-11-22T25:00:00Z", "0000-01-01T00:00:00Z"]), ANY_VALUE), odds)
     if draw(st.integers(0, 9)) == 0:
         doc["extra"] = draw(NESTED)
+    kind = draw(st.integers(0, 9))
+    if kind < 2:  # a command: void (dropping the standings) or correction
+        doc["schema"] = pick(draw, st.just(["match-voided.v1", "match-corrected.v1"][kind]),
+                             st.one_of(st.sampled_from(["match-result.v1", "match-deleted.v1"]), ANY_VALUE), odds)
+        if draw(st.integers(0, 4 * odds)):
+            doc["reason"] = pick(draw, st.text(min_size=1, max_size=20), st.one_of(st.just(""), ANY_VALUE), odds)
+        if kind == 0 and draw(st.integers(0, 3)):
+            doc.pop("participants", None)
     return doc
 
 
@@ -194,16 +202,23 @@ class Harness:
     """A RecordHandler over a PartitionState backed by an in-memory dict store, committing after every record."""
 
     def __init__(self):
-        self.store: dict[bytes, bytes | None] = {}
-        self.state = PartitionState(0, Checkpoint(), self.store.get)
+        self.store: dict[bytes, bytes] = {}
+        self.state = PartitionState(0, Checkpoint(), self.store.get, self.scan)
         self.offset = 0
+
+    def scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
+        return sorted((key, value) for key, value in self.store.items() if start <= key < end)
 
     def process(self, value: bytes | None, key: bytes | None = b"k"):
         result = HANDLER.handle(self.state, TOPIC, 0, self.offset, key, value)  # must not raise
         self.offset += 1
         check_result(result)
         rows, _, checkpoint = self.state.checkpoint_writes()
-        self.store.update(row_values(rows))
+        for key, raw in row_values(rows).items():
+            if raw is None:
+                self.store.pop(key, None)  # deleted (a re-rate's)
+            else:
+                self.store[key] = raw
         self.state.checkpointed(checkpoint)
         for key, raw in self.store.items():
             assert_finite(orjson.loads(raw), repr(key))
@@ -222,8 +237,17 @@ def assert_finite(value, where: str) -> None:
 
 
 def check_result(result) -> None:
-    assert not result.redelivered and not result.forwarded
-    assert (result.applied is None) != (result.dead_letter is None), "exactly one of applied / dead letter"
+    assert not result.redelivered and not result.forwarded and result.pending is None
+    done = [result.applied, result.rerated, result.dead_letter]
+    assert sum(x is not None for x in done) == 1, "exactly one of applied / re-rated / dead letter"
+    if result.rerated is not None:
+        COUNTS["re-rated"] += 1
+        for out in result.outputs:
+            event = orjson.loads(out.value)
+            assert out.kind == "change" and event["cause"] == "correction"
+            RATING_CHANGED(event)
+            assert_finite(event, "correction")
+        return
     if result.dead_letter is not None:
         code = result.dead_letter.code
         COUNTS[f"dead letter {code}"] += 1

@@ -243,3 +243,23 @@ def test_history_file_that_cannot_be_written_is_a_clear_error(tmp_path, capsys):
     source = write_lines(tmp_path / "in.jsonl", [m("chess", "1", ("a", 1), ("b", 2))])
     assert main(["replay", "-i", str(source), "--history", str(tmp_path / "missing" / "h.jsonl")]) == 1
     assert "missing/h.jsonl" in capsys.readouterr().err
+
+
+def test_replay_of_a_file_with_voids_corrections_and_late_results_is_the_replay_of_the_results_that_count(tmp_path, capsys):
+    from tests.support.corrections import CONFIG as CORRECTIONS, cleaned, corrected_leagues
+
+    docs = corrected_leagues(8)
+    (tmp_path / "leagues.toml").write_text(CORRECTIONS)
+    config = LeagueConfig.from_toml(CORRECTIONS)
+    outputs = {}
+    for name, lines in (("mixed", docs), ("counted", cleaned(docs, config))):
+        source = write_lines(tmp_path / f"{name}.jsonl", lines)
+        assert main(["replay", "-i", str(source), "-c", str(tmp_path / "leagues.toml"), "-o", str(tmp_path / f"{name}.json"),
+                     "--history", str(tmp_path / f"{name}-history.jsonl"), "--quiet"]) == 0
+        outputs[name] = (orjson.loads((tmp_path / f"{name}.json").read_bytes()),
+                         sorted((tmp_path / f"{name}-history.jsonl").read_bytes().splitlines()))
+    err = capsys.readouterr().err
+    assert re.search(r"voids and corrections applied \(\d+ re-rates\)", err), err
+    mixed, counted = outputs["mixed"], outputs["counted"]
+    assert {league: players for league, players in mixed[0].items() if players} == counted[0]
+    assert mixed[1] == counted[1] and len(mixed[1]) > 500

@@ -196,3 +196,25 @@ async def test_a_failed_batch_commits_nothing_and_the_loop_applies_it_once_from_
     assert view.league("chess")["matches"] == 9
     assert_state_is_the_replay(view, docs)
     assert len({orjson.loads(v)["event_id"] for v in sent.values(SETTINGS.changes_topic)}) == 18
+
+
+async def test_kept_standings_follow_a_re_rate(tmp_path):
+    """Standings built before a void (kept up to date commit by commit) are rebuilt
+    after it: the voided-only player is gone, the others ranked by their corrected
+    ratings."""
+    worker, store, _ = new_worker(tmp_path)
+    view = reads(worker, store)
+    worker.committer.on_commit = view.committed
+    docs = [two_player("1", "ann", "bob"), two_player("2", "bob", "cat"), two_player("3", "cat", "ann"),
+            two_player("4", "dan", "ann")]
+    await worker.apply_batch(records(docs))
+    before = await view.standings("chess")
+    assert before.players_total == 4
+    void = {"schema": "match-voided.v1", "league": "chess", "match_id": "4", "reason": "annulled"}
+    await worker.apply_batch([InputRecord(TOPIC, 0, 4, b"chess", orjson.dumps(void), 1000)])
+    after = await view.standings("chess")
+    assert after is not before and after.players_total == 3 and "dan" not in after.players
+    expected = replayed(docs[:3]).leagues["chess"]
+    ranked = sorted(expected, key=lambda p: (-expected[p].rating, p))
+    assert [name for _, name, _ in after.page(0, 10)] == ranked
+    assert all(after.players[p].rating == expected[p].rating for p in ranked)
