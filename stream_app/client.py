@@ -1,6 +1,7 @@
-"""A small asyncio client for applications: publish match results, follow
-rating changes and dead letters, and read leaderboards, players and their
-histories from any worker's HTTP API (api_reads.py; no broker needed).
+"""A small asyncio client for applications: publish match results (and voids
+and corrections of them), follow rating changes and dead letters, and read
+leaderboards, players and their histories from any worker's HTTP API
+(api_reads.py; no broker needed).
 
     async with RatingsClient("kafka://127.0.0.1:9092") as client:
         await client.publish({"match_id": "m1", "league": "chess", "participants": [...]})
@@ -30,33 +31,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from .api_reads import ApiError, ApiReads, ApiUnreachable, api_url
 from .events import CORRECTED, VOIDED, BadEvent, parse_input
 from .security import KafkaSecurity
-from .settings import DEFAULTS, Settings
+from .settings import DEFAULTS, Settings, bootstrap_servers
 
 __all__ = ["ApiError", "ApiUnreachable", "BadEvent", "RatingsClient", "bootstrap_servers"]
 
 log = logging.getLogger(__name__)
 
 _IN_FLIGHT = 5_000  # publish_many waits for acknowledgements every this many sends
-
-
-def bootstrap_servers(broker: str) -> str:
-    """'kafka://h1:9092;h2:9092' (Faust's form) or 'h1:9092,h2:9092' -> 'h1:9092,h2:9092'."""
-    hosts = []
-    for part in broker.replace(";", ",").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "://" in part:
-            scheme, part = part.split("://", 1)
-            if scheme not in ("kafka", "aiokafka", "tcp"):
-                raise ValueError(f"broker URL {broker!r}: unsupported scheme {scheme!r} (use kafka://HOST:PORT)")
-        part = part.rstrip("/")
-        if ":" not in part:
-            part += ":9092"
-        hosts.append(part)
-    if not hosts:
-        raise ValueError(f"broker URL {broker!r}: no host")
-    return ",".join(hosts)
 
 
 class RatingsClient(ApiReads):
@@ -231,12 +212,10 @@ class RatingsClient(ApiReads):
 
     async def correct(self, league: str, match_id: str, participants: list[dict[str, Any]], reason: str,
                       occurred_at: str | None = None) -> Any:
-        """Publish a match-corrected.v1 command: the result with these standings instead."""
-        event: dict[str, Any] = {"schema": CORRECTED, "league": league, "match_id": match_id,
-                                 "participants": participants, "reason": reason}
-        if occurred_at is not None:
-            event["occurred_at"] = occurred_at
-        return await self.publish(event)
+        """Publish a match-corrected.v1 command: the result with these standings (and time) instead."""
+        time = {} if occurred_at is None else {"occurred_at": occurred_at}
+        return await self.publish({"schema": CORRECTED, "league": league, "match_id": match_id,
+                                   "participants": participants, **time, "reason": reason})
 
     async def publish_many(
         self,

@@ -46,3 +46,23 @@ class Settings:
 
 
 DEFAULTS = Settings()
+
+
+def bootstrap_servers(broker: str) -> str:
+    """'kafka://h1:9092;h2:9092' (Faust's form) or 'h1:9092,h2:9092' -> 'h1:9092,h2:9092'."""
+    hosts = []
+    for part in broker.replace(";", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "://" in part:
+            scheme, part = part.split("://", 1)
+            if scheme not in ("kafka", "aiokafka", "tcp"):
+                raise ValueError(f"broker URL {broker!r}: unsupported scheme {scheme!r} (use kafka://HOST:PORT)")
+        part = part.rstrip("/")
+        if ":" not in part:
+            part += ":9092"
+        hosts.append(part)
+    if not hosts:
+        raise ValueError(f"broker URL {broker!r}: no host")
+    return ",".join(hosts)

@@ -1,12 +1,13 @@
 """`ratings`: the command line. Thin: parses flags and calls the library.
-Offline commands are in offline.py, streaming ones in stream.py, shared flags in flags.py."""
+Offline commands are in offline.py, publishing ones in publish.py, the other
+streaming ones in stream.py, shared flags in flags.py."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Sequence
 
-from . import offline, stream
+from . import offline, publish, stream
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -14,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     offline.add_commands(sub)
     stream.add_commands(sub)
+    publish.add_commands(sub)
     return parser
 
 

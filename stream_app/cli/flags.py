@@ -99,6 +99,16 @@ class Problems:
             print(f"... and {self.count - LIST_PROBLEMS:,} more {what}", file=sys.stderr)
 
 
+def client_from(args: argparse.Namespace) -> Any:
+    """A RatingsClient for the broker and topics of the flags."""
+    from ..client import RatingsClient
+
+    try:
+        return RatingsClient.from_settings(settings_from(args))
+    except ValueError as exc:  # a malformed --broker
+        raise SystemExit(f"ratings {args.command}: {exc}") from None
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     """Settings from the parsed flags: every field that has a flag of its name, the
     league configuration, and Kafka security from the environment."""

@@ -22,8 +22,10 @@ class Rerates:
         self.tally = tally
         self.running: dict[str, dict[str, Any]] = {}  # league -> its re-rate's progress
 
-    def progress(self, state: PartitionState, outcome: Outcome, started: float) -> None:
-        """After a part (or the record that began a re-rate), begun at `started`."""
+    def progress(self, state: PartitionState, outcome: Outcome, started: float, continued: bool = False) -> None:
+        """After a part begun at `started`: a later part (`continued`), or the record that began a re-rate."""
+        if continued:
+            self.tally.rerate_parts += 1
         league = outcome.pending or (outcome.rerated.league if outcome.rerated is not None else None)
         if league is None:
             return

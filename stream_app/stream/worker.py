@@ -158,10 +158,9 @@ class Worker:
             if self.pausing:
                 raise Paused(f"partition {state.partition}: paused between two parts of a re-rate")
             started = time.perf_counter()
-            self.tally.rerate_parts += 1
             outcome = self.handler.proceed(state, league)
             outputs.extend(outcome.outputs)
-            self.rerates.progress(state, outcome, started)
+            self.rerates.progress(state, outcome, started, continued=True)
 
     async def take_up(self, partitions: set[int] | list[int]) -> None:
         """Take these partitions up now (those not taken up yet), concurrently."""
