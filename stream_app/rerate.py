@@ -79,8 +79,8 @@ class WorkingRecords(Protocol):
     def names(self) -> list[str]:
         """Every player of the re-rate."""
 
-    def clear(self) -> None:
-        """The re-rate is over: forget them."""
+    def forget(self, names: list[str]) -> None:
+        """The re-rate is over: forget them (`names`: what `names` gave)."""
 
 
 # The league record's counters that belong to arrival, not to the log's results:
@@ -201,7 +201,7 @@ def _finish(config: LeagueConfig, state: LeagueState, league: str, job: dict[str
             after = 0 if now_state is None else now_state.matches
             if after < before:
                 state.forget_history(league, name, after + 1, before)
-    working.clear()
+    working.forget(names)
     return Rerated(rule.algorithm, league, job["match_id"], final["revision"], corrections, final, job["reapplied"])
 
 
@@ -267,3 +267,6 @@ class MemoryRecords(dict):
 
     def names(self) -> list[str]:
         return list(self)
+
+    def forget(self, names: list[str]) -> None:
+        self.clear()

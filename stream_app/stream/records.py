@@ -235,8 +235,8 @@ class TableRecords:
         prefix = league_prefix(self.league)
         return [key[len(prefix):].decode() for key, _ in self.state.scan(WORKING, prefix, _after(prefix))]
 
-    def clear(self) -> None:
-        for name in self.names():
+    def forget(self, names: list[str]) -> None:
+        for name in names:
             self.state.put(WORKING, player_key(self.league, name), None)
         self.records.clear()
 
