@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from itertools import repeat
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import fastjsonschema
 from fastjsonschema.draft04 import CodeGeneratorDraft04
@@ -195,7 +195,8 @@ def _fast_match(doc: Any) -> Match | None:
     if n < 2 or n > MAX_PARTICIPANTS or not _ID.match(league) or not _ID.match(match_id):
         return None
     for person in people:
-        if type(person) is not dict:
+        # Teams and partial play take the general path (its rules are longer).
+        if type(person) is not dict or "team" in person or "weight" in person:
             return None
     players = [person.get("player") for person in people]
     try:
@@ -288,6 +289,9 @@ def validate_match(doc: dict[str, Any]) -> Match:
         ranks = [int(person["rank"]) for person in people]
     else:
         ranks = _ranks_from_scores([float(person["score"]) for person in people])
+    teams = [person.get("team") for person in people]
+    if any(team is not None for team in teams):
+        _check_teams(people, teams, ranks, "rank" if ranked else "score", bad)
     time = None
     if "occurred_at" in doc:
         try:
@@ -295,10 +299,29 @@ def validate_match(doc: dict[str, Any]) -> Match:
         except ValueError:
             raise bad("invalid_time", "occurred_at", "must be an RFC 3339 date-time with a time zone offset") from None
     participants = tuple(
-        Participant(person["player"], rank, float(person["score"]) if "score" in person else None)
+        Participant(person["player"], rank, float(person["score"]) if "score" in person else None,
+                    person.get("team"), float(person.get("weight", 1.0)))
         for person, rank in zip(people, ranks)
     )
     return Match(league=league, match_id=match_id, participants=participants, time=time)
+
+
+def _check_teams(people: list[dict[str, Any]], teams: list[str | None], ranks: list[int], standing: str,
+                 bad: Callable[[str, str, str], BadEvent]) -> None:
+    """A team match: every participant has a team, there are two teams or more,
+    and the members of a team give their team's standing (one rank, or one score)."""
+    first: dict[str, int] = {}
+    for i, team in enumerate(teams):
+        if team is None:
+            raise bad("invalid_teams", f"participants[{i}].team",
+                      "missing while other participants have a team (give every participant a team, or none)")
+        j = first.setdefault(team, i)
+        if ranks[i] != ranks[j] or people[i].get(standing) != people[j].get(standing):
+            raise bad("inconsistent_standings", f"participants[{i}].{standing}",
+                      f"{people[i].get(standing)!r} differs from {people[j].get(standing)!r} at participants[{j}],"
+                      f" of the same team {team!r} (the members of a team share its {standing})")
+    if len(first) < 2:
+        raise bad("invalid_teams", "participants", f"a team match needs at least 2 teams (got 1: {teams[0]!r})")
 
 
 def _ranks_from_scores(scores: list[float]) -> list[int]:

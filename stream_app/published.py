@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import orjson
 
-from .engine import Match, PlayerState, RatingChange
+from .engine import Match, Participant, PlayerState, RatingChange
 from .events import SEP, BadEvent, format_time
 
 MAX_DEAD_LETTER_BYTES = 1_000_000  # a dead letter's payload is cut to fit (payload_truncated)
@@ -59,13 +59,13 @@ def rating_changed_events(algorithm: str, match: Match, changes: list[RatingChan
     """The rating-changed event of each participant's change, in participant order."""
     occurred_at = format_time(match.time) if match.time is not None else None
     return [
-        _rating_changed(algorithm, match, participant.rank, change, occurred_at)
+        _rating_changed(algorithm, match, participant, change, occurred_at)
         for participant, change in zip(match.participants, changes)
     ]
 
 
 def _rating_changed(
-    algorithm: str, match: Match, rank: int, change: RatingChange, occurred_at: str | None
+    algorithm: str, match: Match, participant: Participant, change: RatingChange, occurred_at: str | None
 ) -> dict[str, Any]:
     before = change.before
     after = change.after
@@ -76,7 +76,7 @@ def _rating_changed(
         "match_id": match.match_id,
         "player": change.player,
         "algorithm": algorithm,
-        "rank": rank,
+        "rank": participant.rank,
         "rating_before": before.rating,
         "rating_after": after.rating,
         "delta": after.rating - before.rating,
@@ -84,6 +84,10 @@ def _rating_changed(
     }
     if occurred_at is not None:
         event["occurred_at"] = occurred_at
+    if participant.team is not None:
+        event["team"] = participant.team
+    if participant.weight != 1.0:
+        event["weight"] = participant.weight
     # The base class's public() is just rating and matches, already above: skip the call.
     if type(after).public is not PlayerState.public:
         for key, value in after.public().items():

@@ -181,8 +181,14 @@ def order_key(time: float | None, arrival: int) -> bytes:
 
 def log_entry(match: Match) -> list[Any]:
     """A log row: what re-applying the match needs."""
-    return [match.match_id, match.time,
-            [[p.player, p.rank] if p.score is None else [p.player, p.rank, p.score] for p in match.participants]]
+    return [match.match_id, match.time, [_log_person(p) for p in match.participants]]
+
+
+def _log_person(p: Participant) -> list[Any]:
+    # Positional, as Participant takes them; the trailing defaults are left out.
+    if p.team is not None or p.weight != 1.0:
+        return [p.player, p.rank, p.score, p.team, p.weight]
+    return [p.player, p.rank] if p.score is None else [p.player, p.rank, p.score]
 
 
 def match_from_log(league: str, entry: list[Any]) -> Match:

@@ -100,6 +100,16 @@ CASES = [
     (good(occurred_at="yesterday"), "schema_violation", "occurred_at", "date-time"),
     (good(occurred_at="2026-11-22T10:15:00"), "schema_violation", "occurred_at", "date-time"),
     (good(participants=[{"player": f"p{i}", "rank": 1} for i in range(MAX_PARTICIPANTS + 1)]), "too_many_participants", "participants", "at most 20000"),
+    # Teams and partial play.
+    (good(participants=[{"player": "a", "rank": 1, "team": "x y"}, {"player": "b", "rank": 2, "team": "z"}]), "schema_violation", "participants[0].team", "1 to 128 characters"),
+    (good(participants=[{"player": "a", "rank": 1, "team": 7}, {"player": "b", "rank": 2, "team": "z"}]), "schema_violation", "participants[0].team", "must be string"),
+    (good(participants=[{"player": "a", "rank": 1, "team": "red"}, {"player": "b", "rank": 2}]), "invalid_teams", "participants[1].team", "missing while other participants have a team"),
+    (good(participants=[{"player": "a", "rank": 1, "team": "red"}, {"player": "b", "rank": 1, "team": "red"}]), "invalid_teams", "participants", "at least 2 teams"),
+    (good(participants=[{"player": "a", "rank": 1, "team": "red"}, {"player": "b", "rank": 2, "team": "red"}, {"player": "c", "rank": 3, "team": "blue"}]), "inconsistent_standings", "participants[1].rank", "same team 'red'"),
+    (good(participants=[{"player": "a", "score": 5, "team": "red"}, {"player": "b", "score": 5, "team": "blue"}, {"player": "c", "score": 4, "team": "red"}]), "inconsistent_standings", "participants[2].score", "share its score"),
+    (good(participants=[{"player": "a", "rank": 1, "weight": 0}, {"player": "b", "rank": 2}]), "schema_violation", "participants[0].weight", "bigger than 0"),
+    (good(participants=[{"player": "a", "rank": 1, "weight": 1.01}, {"player": "b", "rank": 2}]), "schema_violation", "participants[0].weight", "smaller than or equal to 1"),
+    (good(participants=[{"player": "a", "rank": 1, "weight": "half"}, {"player": "b", "rank": 2}]), "schema_violation", "participants[0].weight", "must be number"),
 ]
 
 
@@ -140,7 +150,9 @@ ids = st.text(alphabet=st.sampled_from("ab.:@+-_9/ é"), min_size=0, max_size=6)
 participant = st.fixed_dictionaries(
     {"player": st.one_of(ids, st.integers())},
     optional={"rank": st.one_of(st.integers(-2, 4), st.floats(allow_nan=False, allow_infinity=False), st.booleans()),
-              "score": st.one_of(st.integers(-5, 5), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=2))},
+              "score": st.one_of(st.integers(-5, 5), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=2)),
+              "team": st.one_of(st.sampled_from(["red", "blue", "r d"]), st.integers(0, 1)),
+              "weight": st.one_of(st.floats(-0.5, 1.5, allow_nan=False), st.just(1), st.text(max_size=1))},
 )
 documents = st.fixed_dictionaries(
     {},
@@ -166,9 +178,24 @@ def test_validator_agrees_with_the_json_schema(doc):
         ours = exc.code
     if schema_ok:
         # Everything the schema admits parses, unless a rule beyond the schema says no.
-        assert ours in ("ok", "duplicate_player", "inconsistent_standings"), ours
+        assert ours in ("ok", "duplicate_player", "inconsistent_standings", "invalid_teams"), ours
     else:
         assert ours != "ok"
+
+
+def test_a_team_match_keeps_teams_and_weights_and_its_events_name_the_team():
+    m = parse_match(good(participants=[
+        {"player": "a", "score": 21, "team": "red"}, {"player": "b", "score": 21, "team": "red", "weight": 0.5},
+        {"player": "c", "score": 17, "team": "blue"}, {"player": "d", "score": 17.0, "team": "blue"}]))
+    assert [(x.team, x.rank, x.weight) for x in m.participants] == [
+        ("red", 1, 1.0), ("red", 1, 0.5), ("blue", 3, 1.0), ("blue", 3, 1.0)]
+    changes = [RatingChange(x.player, PairwiseState(1500.0), PairwiseState(1500.0 + i, 1)) for i, x in enumerate(m.participants)]
+    events = rating_changed_events("weng-lin", m, changes)
+    for event in events:
+        validator("rating-changed.v1").validate(event)
+    assert [e["team"] for e in events] == ["red", "red", "blue", "blue"]
+    assert [e.get("weight") for e in events] == [None, 0.5, None, None]
+    assert "team" not in rating_changed_events("elo", parse_match(good()), changes[:2])[0]
 
 
 def test_rating_changed_events_validate_and_ids_are_deterministic():
@@ -207,3 +234,9 @@ def test_dead_letter_reason_codes_are_all_in_the_schema():
     reasons = set(load_schema("dead-letter.v1")["properties"]["reason"]["enum"])
     assert {case[1] for case in CASES} | {"too_large", "system_rule", "duplicate_match", "invalid_time"} <= reasons
     assert json.dumps(sorted(reasons))
+
+
+def test_the_rating_changed_schema_names_every_system():
+    from stream_app.engine import SYSTEMS
+
+    assert set(load_schema("rating-changed.v1")["properties"]["algorithm"]["enum"]) == set(SYSTEMS)

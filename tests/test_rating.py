@@ -45,6 +45,37 @@ def test_a_match_the_system_cannot_rate_is_refused_before_anything_is_saved():
     assert ledger.league("chess") is None and ledger.leagues == {}
 
 
+@pytest.mark.parametrize("algorithm", ["elo", "elo-pairwise", "elo-mmr"])
+def test_systems_without_teams_or_partial_play_refuse_them_naming_the_system(algorithm):
+    config = LeagueConfig.from_toml(f'[default]\nalgorithm = "{algorithm}"\n')
+    ledger = Ledger(config)
+    teams = parse_match({"league": "l", "match_id": "t", "participants": [
+        {"player": "a", "rank": 1, "team": "red"}, {"player": "b", "rank": 2, "team": "blue"}]})
+    with pytest.raises(BadEvent) as caught:
+        apply_match(config, ledger, teams)
+    assert caught.value.code == "system_rule" and caught.value.field == "participants[0].team"
+    assert f"{algorithm!r} system rates individuals, not teams" in caught.value.message
+    assert "weng-lin" in caught.value.message  # where to go instead
+    partial = parse_match({"league": "l", "match_id": "w", "participants": [
+        {"player": "a", "rank": 1}, {"player": "b", "rank": 2, "weight": 0.5}]})
+    with pytest.raises(BadEvent) as caught:
+        apply_match(config, ledger, partial)
+    assert caught.value.code == "system_rule" and caught.value.field == "participants[1].weight"
+    assert ledger.league("l") is None
+
+
+def test_a_team_match_survives_the_log_with_its_teams_and_weights():
+    from stream_app.rating import log_entry, match_from_log
+
+    m = parse_match({"league": "l", "match_id": "t", "occurred_at": "2026-01-01T00:00:00Z", "participants": [
+        {"player": "a", "score": 3, "team": "red", "weight": 0.25}, {"player": "b", "score": 3, "team": "red"},
+        {"player": "c", "score": 1, "team": "blue"}]})
+    assert match_from_log("l", log_entry(m)) == m
+    plain = match("p", "a", "b")
+    assert log_entry(plain)[2] == [["a", 1], ["b", 2]]  # unchanged for individual matches
+    assert match_from_log("chess", log_entry(plain)) == plain
+
+
 def test_a_league_rated_with_another_system_is_refused():
     ledger = Ledger(CONFIG)
     apply_match(CONFIG, ledger, match("1", "a", "b", "c", league="karting"))

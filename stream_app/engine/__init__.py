@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import InvalidMatch, Match, ParamError, Participant, PlayerState, RatingChange, RatingSystem
+from .base import (InvalidMatch, Match, ParamError, Participant, PlayerState, RatingChange, RatingSystem, is_team_match,
+                   team_members)
 from .elo import Elo
 from .mmr import EloMmr, EloMmx
 from .pairwise import Pairwise
@@ -30,5 +31,7 @@ __all__ = [
     "PlayerState",
     "RatingChange",
     "RatingSystem",
+    "is_team_match",
     "make_system",
+    "team_members",
 ]

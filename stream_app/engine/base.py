@@ -41,8 +41,10 @@ class ParamError(ValueError):
 @dataclass(slots=True)
 class Participant:
     player: str
-    rank: int  # 1 is best; equal ranks tie
+    rank: int  # 1 is best; equal ranks tie (members of one team share their team's rank)
     score: float | None = None
+    team: str | None = None  # the team's id within the match; None: the participant plays alone
+    weight: float = 1.0  # partial play: the share of the match the participant played, in (0, 1]
 
 
 @dataclass(slots=True)
@@ -171,6 +173,8 @@ class RatingSystem(ABC, Generic[S]):
     Params: ClassVar[type[Params]]
     State: ClassVar[type[PlayerState]]
     has_uncertainty: ClassVar[bool] = False  # its states' `uncertainty` is a number
+    teams: ClassVar[bool] = False  # rates matches between teams
+    partial_play: ClassVar[bool] = False  # uses the participants' weights
 
     def __init__(self, params: Params | None = None):
         self.params = params if params is not None else self.Params()
@@ -185,7 +189,25 @@ class RatingSystem(ABC, Generic[S]):
         return self.State(rating=self.params.initial)  # type: ignore[attr-defined, call-arg, return-value]
 
     def check(self, match: Match) -> None:
-        """Raise InvalidMatch if this system cannot rate the match."""
+        """Raise InvalidMatch if this system cannot rate the match. Systems that
+        add rules call this first: it rejects teams and partial play where the
+        system has none."""
+        if not self.teams and is_team_match(match):
+            i = next(i for i, x in enumerate(match.participants) if x.team is not None)
+            raise InvalidMatch(
+                "system_rule",
+                f"participants[{i}].team: the {self.name!r} system rates individuals, not teams"
+                f" (systems with teams: {', '.join(team_systems())})",
+                f"participants[{i}].team",
+            )
+        if not self.partial_play:
+            for i, x in enumerate(match.participants):
+                if x.weight != 1.0:
+                    raise InvalidMatch(
+                        "system_rule",
+                        f"participants[{i}].weight: the {self.name!r} system has no partial play (weight must be 1)",
+                        f"participants[{i}].weight",
+                    )
 
     @abstractmethod
     def rate(self, match: Match, before: Sequence[S]) -> list[RatingChange[S]]:
@@ -196,3 +218,23 @@ class RatingSystem(ABC, Generic[S]):
 
     def state_from_dict(self, data: dict[str, Any]) -> S:
         return self.State.from_dict(data)  # type: ignore[return-value]
+
+
+def is_team_match(match: Match) -> bool:
+    return any(x.team is not None for x in match.participants)
+
+
+def team_members(match: Match) -> list[list[int]]:
+    """The participants' indices grouped by team, teams in order of first
+    appearance. A participant without a team is a team of one (events.py lets
+    a match have teams for all its participants or for none)."""
+    groups: dict[object, list[int]] = {}
+    for i, x in enumerate(match.participants):
+        groups.setdefault(i if x.team is None else x.team, []).append(i)
+    return list(groups.values())
+
+
+def team_systems() -> list[str]:
+    from . import SYSTEMS  # the registry imports every system, this module first
+
+    return sorted(name for name, cls in SYSTEMS.items() if cls.teams)

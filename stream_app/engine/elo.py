@@ -53,6 +53,7 @@ class Elo(RatingSystem[EloState]):
     params: EloParams
 
     def check(self, match: Match) -> None:
+        super().check(match)
         n = len(match.participants)
         if n != 2:
             raise InvalidMatch(

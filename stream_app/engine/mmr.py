@@ -56,13 +56,14 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from operator import attrgetter
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .base import Match, ParamError, Params, PlayerState, RatingChange, RatingSystem, require
+from .base import Match, ParamError, Params, PlayerState, RatingChange, RatingSystem, require, team_members
 from .mmr_math import TANH_MULTIPLIER, erfcx, inverse_mills, ranges, round_half_away, segment_sum, solve_decreasing
 
 SECS_PER_DAY = 86400.0
@@ -503,6 +504,8 @@ class _EloMmrBase(RatingSystem[MmrState]):
         # Diffusion, then the performance terms.
         post = self._diffuse(before, mu, sig, gamma2)
         sig = post["sigma"]
+        if self.teams and any(x.team is not None or x.weight != 1.0 for x in match.participants):
+            return self._rate_teams(match, before, post, mu, sig, beta, ranks)
         terms = _Terms(mu, np.hypot(sig, beta), lo, p.subsample_bucket)
         perf = self._performances(terms, mu, lo)
         return self._finish(match, before, post, mu, sig, beta, perf)
@@ -537,6 +540,9 @@ class _EloMmrBase(RatingSystem[MmrState]):
     # ---- phase 2 and the new states ----
 
     def _finish(self, match, before, post, mu, sig, beta, perf) -> list[RatingChange[MmrState]]:
+        raise NotImplementedError
+
+    def _rate_teams(self, match, before, post, mu, sig, beta, ranks) -> list[RatingChange[MmrState]]:
         raise NotImplementedError
 
 
@@ -875,6 +881,7 @@ _GAUSS_SIGMA = attrgetter("gauss_sigma")
 _PERF_SCALE = attrgetter("perf_scale")
 _HISTORY = attrgetter("history")
 _RANK = attrgetter("rank")
+_WEIGHT = attrgetter("weight")
 _RATING = attrgetter("rating")
 _SIGMA = attrgetter("sigma")
 _MATCHES = attrgetter("matches")
@@ -897,11 +904,14 @@ def _build_changes(parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, s
 
 
 class EloMmx(_EloMmrBase):
-    """Elo-MMchi: Gaussian performances; the posterior stays one Gaussian."""
+    """Elo-MMchi: Gaussian performances; the posterior stays one Gaussian. Teams
+    as the paper's section 7 proposes (see _rate_teams)."""
 
     name = "elo-mmx"
     Params = EloMmxParams
     gaussian = True
+    teams = True
+    partial_play = True
 
     def _diffuse(self, before, mu, sig, gamma2):
         return {"sigma": np.hypot(sig, np.sqrt(gamma2))}
@@ -978,6 +988,41 @@ class EloMmx(_EloMmrBase):
             return f, fp
 
         return solve_decreasing(evaluate, mu, lo_b, hi_b, tol)
+
+    def _rate_teams(self, match, before, post, mu, sig, beta, ranks):
+        """A team's performance is the sum of its members' performances, each
+        weighted by the member's share of play: P = sum w_i p_i, with p_i ~
+        N(s_i, beta_i^2) and the skills s_i ~ N(mu_i, sigma_i^2) independent. So
+        a team is one Gaussian competitor, N(sum w mu, sum w^2 sigma^2), with
+        performance deviation sqrt(sum w^2 beta^2): the round is solved between
+        teams with the Elo-MMchi equations. Conditioning the members' joint prior
+        on the team's performance P is, for member i, observing s_i with
+        p~_i = (P - (mu_T - w_i mu_i)) / w_i and variance b_i^2 = (everything in
+        the team's variance but w_i^2 sigma_i^2) / w_i^2; _finish then multiplies
+        Gaussians as for a player alone. Derivation: docs/algorithms.md."""
+        members = team_members(match)
+        n = len(before)
+        sizes = np.fromiter(map(len, members), np.int64, len(members))
+        grouped = np.fromiter(chain.from_iterable(members), np.int64, n)  # participants, team by team
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        team = np.empty(n, np.int64)
+        team[grouped] = np.repeat(np.arange(len(members)), sizes)
+        w = np.fromiter(map(_WEIGHT, match.participants), float, n)
+        skill_var = np.add.reduceat((w * sig)[grouped] ** 2, starts)
+        perf_var = np.add.reduceat((w * beta)[grouped] ** 2, starts)
+        # A full-time team of one takes exactly the individual path's numbers (the
+        # sums above would round differently), so it equals the individual case.
+        first = grouped[starts]
+        alone = (sizes == 1) & (w[first] == 1.0)
+        mu_t = np.where(alone, mu[first], np.add.reduceat((w * mu)[grouped], starts))
+        delta_t = np.where(alone, np.hypot(sig[first], beta[first]), np.sqrt(skill_var + perf_var))
+        rank_t = ranks[first]
+        lo_t = np.searchsorted(np.sort(rank_t), rank_t, side="left").astype(np.int64)
+        perf_t = self._performances(_Terms(mu_t, delta_t, lo_t, self.params.subsample_bucket), mu_t, lo_t)
+        rest = (skill_var[team] - (w * sig) ** 2) + perf_var[team]
+        seen_beta = np.where(alone[team], beta, np.sqrt(np.maximum(rest, 0.0)) / w)
+        seen_perf = (perf_t[team] - (mu_t[team] - w * mu)) / w
+        return self._finish(match, before, post, mu, sig, seen_beta, seen_perf)
 
     def _finish(self, match, before, post, mu, sig, beta, perf):
         p = self.params

@@ -1,0 +1,359 @@
+"""Glicko-2 (Glickman, "Example of the Glicko-2 system", 2013) and Glicko-1
+(Glickman, "The Glicko system", 1995).
+
+Both systems run on an internal scale mu = (r - 1500) / s, phi = RD / s, with
+s = 173.7178 for Glicko-2 (the paper's constant) and s = 1/q = 400 / ln 10 for
+Glicko-1. On that scale they share, for the opponents j of one rating period,
+
+    g(phi)  = 1 / sqrt(1 + 3 phi^2 / pi^2)
+    E_j     = 1 / (1 + exp(-g(phi_j) (mu - mu_j)))        (= 1 / (1 + 10^(-g (r - r_j) / 400)))
+    v       = 1 / sum_j g(phi_j)^2 E_j (1 - E_j)           (Glicko-1's d^2, on this scale)
+    gain    = sum_j g(phi_j) (s_j - E_j),   Delta = v gain
+
+Glicko-1: phi'^2 = 1 / (1/phi^2 + 1/v) and mu' = mu + phi'^2 gain, where phi is
+the RD after Step 1, RD = min(sqrt(RD^2 + c^2 t), initial RD).
+Glicko-2: the new volatility sigma' = exp(A / 2), A the zero of
+    f(x) = e^x (Delta^2 - phi^2 - v - e^x) / (2 (phi^2 + v + e^x)^2) - (x - ln sigma^2) / tau^2
+found by the Illinois algorithm to within epsilon (Step 5); then
+phi* = sqrt(phi^2 + sigma'^2), phi' = 1 / sqrt(1/phi*^2 + 1/v), mu' = mu + phi'^2 gain.
+
+A match is one rating period: each participant plays one game against every
+other participant (score 1 if their rank is better, 0.5 if equal, 0 if worse),
+against the opponents' ratings and deviations from before the match.
+
+Inactivity: with `period_days` P, a player whose last match was `elapsed`
+seconds earlier has idle = max(elapsed / (P * 86400) - 1, 0) idle periods: the
+elapsed periods minus the match's own one (continuous; a late result, elapsed
+< 0, counts as 0). Before the match phi^2 grows by idle * sigma^2 (Glicko-2) or
+the RD^2 by c^2 * idle (Glicko-1), capped at the initial deviation (a deviation
+already above the cap is left as it is). The match's own period then adds one
+more period of drift: Glicko-2's phi* step above, Glicko-1's Step 1 with t = 1
+(so Glicko-1's t is 1 + idle, as in Glickman's "t = 1 if the player competed in
+the previous period"). Without times (a state's or the match's) idle is 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterable, Sequence
+
+import numpy as np
+
+from .base import Match, Params, PlayerState, RatingChange, RatingSystem, require
+
+CENTRE = 1500.0  # the rating at mu = 0 (the papers'); the results do not depend on it
+G2_SCALE = 173.7178  # Glicko-2's conversion constant, as printed in the paper
+G1_SCALE = 400.0 / math.log(10.0)  # 1/q of Glicko-1
+SECS_PER_DAY = 86400.0
+PI2 = math.pi**2
+# From this many participants the opponent sums go through NumPy (measured:
+# below it the plain loop is faster).
+NUMPY_FROM = 40
+BLOCK_CELLS = 1 << 18  # (rows x opponents) per NumPy block: bounds temporaries
+# sum g^2 E (1 - E) below this means v > 1e100: the games carry no information
+# at float precision (E is 0 or 1), and Delta^2 would overflow. Such a period is
+# rated as one without games.
+MIN_INFO = 1e-100
+MAX_ITERATIONS = 200  # the Illinois loop converges in ~5-10; this only stops a float cycle
+
+
+def _g(phi: float) -> float:
+    return 1.0 / math.sqrt(1.0 + 3.0 * phi * phi / PI2)
+
+
+def _sums(mu: float, games: Iterable[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """(sum g^2 E(1-E), sum g (s - E), sum E) over games of (mu_j, g_j, s_j)."""
+    info = gain = esum = 0.0
+    for mu_j, g_j, s in games:
+        z = g_j * (mu_j - mu)
+        e = 1.0 / (1.0 + math.exp(z)) if z < 700.0 else 0.0  # math.exp overflows past ~709
+        info += g_j * g_j * e * (1.0 - e)
+        gain += g_j * (s - e)
+        esum += e
+    return info, gain, esum
+
+
+def _sums_numpy(mu: np.ndarray, g: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_sums for every participant against all the others at once, O(n^2) by blocks."""
+    n = len(mu)
+    # sum_j g_j s_ij needs no matrix: the g of the worse-ranked plus half the g
+    # of the tied ones (less the player's own g), from a sort by rank.
+    order = np.argsort(ranks, kind="stable")
+    sorted_ranks, sorted_g = ranks[order], g[order]
+    cum = np.concatenate(([0.0], np.cumsum(sorted_g)))
+    lo = np.searchsorted(sorted_ranks, ranks, "left")
+    hi = np.searchsorted(sorted_ranks, ranks, "right")
+    won = (cum[n] - cum[hi]) + 0.5 * (cum[hi] - cum[lo] - g)
+    info, ge, esum = np.empty(n), np.empty(n), np.empty(n)
+    g2 = g * g
+    rows = max(1, BLOCK_CELLS // n)
+    for a in range(0, n, rows):
+        b = min(n, a + rows)
+        e = np.subtract.outer(mu[a:b], mu)
+        e *= g
+        np.negative(e, out=e)
+        with np.errstate(over="ignore"):  # exp -> inf gives E = 0, as it should
+            np.exp(e, out=e)
+        e += 1.0
+        np.reciprocal(e, out=e)
+        k = np.arange(b - a)
+        e[k, a + k] = 0.0  # no game against oneself
+        esum[a:b] = e.sum(axis=1)
+        ge[a:b] = e @ g
+        info[a:b] = (e * (1.0 - e)) @ g2
+    return info, won - ge, esum
+
+
+def _volatility(phi2: float, sigma: float, v: float, delta: float, tau: float, eps: float) -> float:
+    """Glicko-2 Step 5: the new volatility, by the Illinois algorithm."""
+    a = math.log(sigma * sigma)
+    d2 = delta * delta
+    tau2 = tau * tau
+
+    def f(x: float) -> float:
+        ex = math.exp(x)
+        den = phi2 + v + ex
+        return ex * (d2 - phi2 - v - ex) / (2.0 * den * den) - (x - a) / tau2
+
+    big_a = a
+    if d2 > phi2 + v:
+        big_b = math.log(d2 - phi2 - v)
+    else:
+        k = 1
+        while f(a - k * tau) < 0.0:
+            k += 1
+        big_b = a - k * tau
+    fa, fb = f(big_a), f(big_b)
+    for _ in range(MAX_ITERATIONS):
+        if abs(big_b - big_a) <= eps or fb == fa:
+            break
+        c = big_a + (big_a - big_b) * fa / (fb - fa)
+        fc = f(c)
+        if fc * fb <= 0.0:  # the 2013 paper's rule (<= rather than the 2012 <)
+            big_a, fa = big_b, fb
+        else:
+            fa /= 2.0  # Illinois: halve the retained end's value
+        big_b, fb = c, fc
+    return math.exp(big_a / 2.0)
+
+
+def _glicko2_step(mu: float, phi2: float, sigma: float, info: float, gain: float,
+                  tau: float, eps: float) -> tuple[float, float, float]:
+    """Steps 5-7 from the sums of Steps 3-4; phi2 is the pre-period phi^2."""
+    if info < MIN_INFO:  # no games: Glickman's "did not compete", phi' = phi*
+        return mu, math.sqrt(phi2 + sigma * sigma), sigma
+    v = 1.0 / info
+    sigma_new = _volatility(phi2, sigma, v, v * gain, tau, eps)
+    phi_new2 = 1.0 / (1.0 / (phi2 + sigma_new * sigma_new) + info)
+    return mu + phi_new2 * gain, math.sqrt(phi_new2), sigma_new
+
+
+def _glicko1_step(mu: float, phi2: float, info: float, gain: float) -> tuple[float, float]:
+    """Glicko-1 Step 2 from the sums; phi2 is the RD^2 after Step 1."""
+    if info < MIN_INFO:
+        return mu, math.sqrt(phi2)
+    phi_new2 = 1.0 / (1.0 / phi2 + info)
+    return mu + phi_new2 * gain, math.sqrt(phi_new2)
+
+
+def glicko2_period(rating: float, deviation: float, volatility: float,
+                   games: Sequence[tuple[float, float, float]], tau: float = 0.5,
+                   epsilon: float = 1e-6) -> tuple[float, float, float]:
+    """One player's Glicko-2 rating period (Glickman's Steps 2-8). `games`:
+    (opponent rating, opponent deviation, score) per game. No games: Step 6
+    for a player who did not compete. Returns (rating, deviation, volatility)."""
+    mu = (rating - CENTRE) / G2_SCALE
+    phi = deviation / G2_SCALE
+    info, gain, _ = _sums(mu, [((r - CENTRE) / G2_SCALE, _g(rd / G2_SCALE), s) for r, rd, s in games])
+    mu1, phi1, sigma1 = _glicko2_step(mu, phi * phi, volatility, info, gain, tau, epsilon)
+    return CENTRE + G2_SCALE * mu1, G2_SCALE * phi1, sigma1
+
+
+def glicko_period(rating: float, deviation: float,
+                  games: Sequence[tuple[float, float, float]]) -> tuple[float, float]:
+    """One player's Glicko-1 rating period, Step 2 (`deviation` is the RD after
+    Step 1). `games` as for glicko2_period. Returns (rating, deviation)."""
+    mu = (rating - CENTRE) / G1_SCALE
+    phi = deviation / G1_SCALE
+    info, gain, _ = _sums(mu, [((r - CENTRE) / G1_SCALE, _g(rd / G1_SCALE), s) for r, rd, s in games])
+    mu1, phi1 = _glicko1_step(mu, phi * phi, info, gain)
+    return CENTRE + G1_SCALE * mu1, G1_SCALE * phi1
+
+
+def idle_periods(last_time: float | None, now: float | None, period_days: float) -> float:
+    """Whole and fractional rating periods between two matches, less the
+    match's own period; 0 without both times or when time goes backwards."""
+    if last_time is None or now is None:
+        return 0.0
+    return max((now - last_time) / (period_days * SECS_PER_DAY) - 1.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Glicko2Params(Params):
+    initial: float = 1500.0  # rating of a newcomer
+    deviation: float = 350.0  # RD of a newcomer, and the cap of the RD's growth
+    volatility: float = 0.06  # sigma of a newcomer
+    tau: float = 0.5  # constrains the change of the volatility
+    period_days: float = 1.0  # length of one rating period, for inactivity
+    epsilon: float = 1e-6  # convergence tolerance of the volatility iteration
+
+    def check(self) -> None:
+        for key in ("deviation", "volatility", "tau", "period_days", "epsilon"):
+            value = getattr(self, key)
+            require(value > 0, key, f"must be > 0 (got {value})")
+        require(self.epsilon < 1, "epsilon", f"must be < 1 (got {self.epsilon})")
+
+
+@dataclass(frozen=True)
+class GlickoParams(Params):
+    initial: float = 1500.0
+    deviation: float = 350.0
+    # RD growth per period. Glickman's example: a typical RD of 50 back to 350
+    # after 30 idle periods, c = sqrt((350^2 - 50^2) / 30) = 63.2.
+    c: float = 63.2
+    period_days: float = 1.0
+    # Floor of the RD after a match (Glickman suggests about 30 in practice); 0: none.
+    min_deviation: float = 0.0
+
+    def check(self) -> None:
+        require(self.deviation > 0, "deviation", f"must be > 0 (got {self.deviation})")
+        require(self.c >= 0, "c", f"must be >= 0 (got {self.c})")
+        require(self.period_days > 0, "period_days", f"must be > 0 (got {self.period_days})")
+        require(0 <= self.min_deviation <= self.deviation, "min_deviation",
+                f"must be >= 0 and <= deviation ({self.deviation}) (got {self.min_deviation})")
+
+
+# Not frozen, as MmrState: a round builds one state per participant; never
+# changed once built.
+@dataclass(slots=True)
+class Glicko2State(PlayerState):
+    rating: float
+    deviation: float
+    volatility: float
+    matches: int = 0
+    last_time: float | None = None  # time of the last rated match, if known
+
+    @property
+    def uncertainty(self) -> float:
+        return self.deviation
+
+    def public(self) -> dict[str, Any]:
+        return {"rating": self.rating, "uncertainty": self.deviation, "volatility": self.volatility,
+                "matches": self.matches}
+
+
+@dataclass(slots=True)
+class GlickoState(PlayerState):
+    rating: float
+    deviation: float
+    matches: int = 0
+    last_time: float | None = None
+
+    @property
+    def uncertainty(self) -> float:
+        return self.deviation
+
+    def public(self) -> dict[str, Any]:
+        return {"rating": self.rating, "uncertainty": self.deviation, "matches": self.matches}
+
+
+class _GlickoFamily(RatingSystem):
+    """The shared round: pre-period deviations, the opponent sums, then one
+    update per participant (`_after`)."""
+
+    has_uncertainty = True
+    SCALE: ClassVar[float]
+
+    def _pre_phi2(self, state: Any, now: float | None) -> float:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _after(self, state: Any, mu: float, phi2: float, info: float, gain: float, now: float | None) -> Any:
+        raise NotImplementedError  # pragma: no cover - overridden
+
+    def rate(self, match: Match, before: Sequence[Any]) -> list[RatingChange]:
+        self.check(match)
+        now = match.time
+        scale = self.SCALE
+        n = len(before)
+        mus = [(s.rating - CENTRE) / scale for s in before]
+        phi2s = [self._pre_phi2(s, now) for s in before]
+        ranks = [x.rank for x in match.participants]
+        if n == 2:  # the common case, without lists of games
+            g0, g1 = _g(math.sqrt(phi2s[0])), _g(math.sqrt(phi2s[1]))
+            s0 = 1.0 if ranks[0] < ranks[1] else 0.0 if ranks[0] > ranks[1] else 0.5
+            sums = [_sums(mus[0], ((mus[1], g1, s0),)), _sums(mus[1], ((mus[0], g0, 1.0 - s0),))]
+        elif n < NUMPY_FROM:
+            gs = [_g(math.sqrt(x)) for x in phi2s]
+            sums = [
+                _sums(mus[i], ((mus[j], gs[j], 1.0 if ranks[i] < ranks[j] else 0.0 if ranks[i] > ranks[j] else 0.5)
+                               for j in range(n) if j != i))
+                for i in range(n)
+            ]
+        else:
+            mu_arr = np.array(mus)
+            g_arr = 1.0 / np.sqrt(1.0 + 3.0 * np.array(phi2s) / PI2)
+            info, gain, esum = _sums_numpy(mu_arr, g_arr, np.array(ranks, dtype=np.float64))
+            sums = list(zip(info.tolist(), gain.tolist(), esum.tolist()))
+        changes = []
+        opponents = max(n - 1, 1)
+        for x, state, mu, phi2, (info, gain, esum) in zip(match.participants, before, mus, phi2s, sums):
+            after = self._after(state, mu, phi2, info, gain, now)
+            extras = {"uncertainty": after.deviation, "uncertainty_before": state.deviation,
+                      "expected_score": esum / opponents if n > 1 else 0.5}
+            changes.append(RatingChange(x.player, state, after, extras))
+        return changes
+
+    def _capped(self, phi2: float, grown2: float) -> float:
+        cap = self.params.deviation / self.SCALE  # type: ignore[attr-defined]
+        return grown2 if grown2 <= cap * cap else max(cap * cap, phi2)
+
+
+class Glicko2(_GlickoFamily):
+    name = "glicko2"
+    Params = Glicko2Params
+    State = Glicko2State
+    SCALE = G2_SCALE
+    params: Glicko2Params
+
+    def initial_state(self) -> Glicko2State:
+        p = self.params
+        return Glicko2State(rating=p.initial, deviation=p.deviation, volatility=p.volatility)
+
+    def _pre_phi2(self, state: Glicko2State, now: float | None) -> float:
+        phi = state.deviation / G2_SCALE
+        idle = idle_periods(state.last_time, now, self.params.period_days)
+        if idle == 0.0:
+            return phi * phi
+        return self._capped(phi * phi, phi * phi + idle * state.volatility * state.volatility)
+
+    def _after(self, state: Glicko2State, mu: float, phi2: float, info: float, gain: float,
+               now: float | None) -> Glicko2State:
+        p = self.params
+        mu1, phi1, sigma1 = _glicko2_step(mu, phi2, state.volatility, info, gain, p.tau, p.epsilon)
+        return Glicko2State(CENTRE + G2_SCALE * mu1, G2_SCALE * phi1, sigma1, state.matches + 1,
+                            state.last_time if now is None else now)
+
+
+class Glicko(_GlickoFamily):
+    name = "glicko"
+    Params = GlickoParams
+    State = GlickoState
+    SCALE = G1_SCALE
+    params: GlickoParams
+
+    def initial_state(self) -> GlickoState:
+        return GlickoState(rating=self.params.initial, deviation=self.params.deviation)
+
+    def _pre_phi2(self, state: GlickoState, now: float | None) -> float:
+        # Step 1 with t = 1 + idle periods.
+        p = self.params
+        t = 1.0 + idle_periods(state.last_time, now, p.period_days)
+        rd2 = state.deviation * state.deviation
+        return self._capped(rd2, rd2 + p.c * p.c * t) / (G1_SCALE * G1_SCALE)
+
+    def _after(self, state: GlickoState, mu: float, phi2: float, info: float, gain: float,
+               now: float | None) -> GlickoState:
+        mu1, phi1 = _glicko1_step(mu, phi2, info, gain)
+        rd = max(G1_SCALE * phi1, self.params.min_deviation)
+        return GlickoState(CENTRE + G1_SCALE * mu1, rd, state.matches + 1, state.last_time if now is None else now)
