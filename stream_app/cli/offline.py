@@ -1,4 +1,4 @@
-"""The offline commands: `ratings replay`, `plot`, `synth` and `sample`, and
+"""The offline commands: `ratings replay`, `plot`, `synth`, `tune` and `sample`, and
 `ratings demo --offline`. No broker: files in, files or tables out."""
 
 from __future__ import annotations
@@ -94,6 +94,10 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
     from ..offline.synth import synthetic_rounds
 
+    if args.team_size < 1 or (args.team_size > 1 and args.players < 2 * args.team_size):
+        print(f"ratings synth: --team-size: must be 1, or at most half of --players (got {args.team_size})",
+              file=sys.stderr)
+        return 2
     path = args.output
     out = sys.stdout.buffer if path in (None, "-") else (gzip.open(path, "wb") if path.endswith(".gz") else open(path, "wb"))
     bar = None
@@ -102,7 +106,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
         bar = tqdm(total=args.rounds, unit="round", desc="synth", file=sys.stderr, leave=False)
     try:
-        for event in synthetic_rounds(args.players, args.rounds, args.seed, args.league):
+        for event in synthetic_rounds(args.players, args.rounds, args.seed, args.league, args.team_size):
             out.write(orjson.dumps(event) + b"\n")
             if bar is not None:
                 bar.update()
@@ -111,7 +115,9 @@ def cmd_synth(args: argparse.Namespace) -> int:
             bar.close()
         if out is not sys.stdout.buffer:
             out.close()
-    print(f"synth: {args.rounds:,} rounds of {args.players:,} players written to {path or 'stdout'}", file=sys.stderr)
+    teams = f" in teams of {args.team_size}" if args.team_size > 1 else ""
+    print(f"synth: {args.rounds:,} rounds of {args.players:,} players{teams} written to {path or 'stdout'}",
+          file=sys.stderr)
     return 0
 
 
@@ -133,6 +139,64 @@ def cmd_sample(args: argparse.Namespace) -> int:
         if out is not sys.stdout.buffer:
             out.close()
     return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from ..offline.tune import Range, Tuner, candidates, load_league, search
+
+    try:
+        ranges = [Range.parse(text) for text in args.param]
+        config = league_config(args.config)
+        league, items, invalid = load_league(args.input, args.league)
+        rule = config.rule_for(league)
+        tuner = Tuner(rule, items, args.train_share)
+        options = candidates(ranges, args.trials, args.grid, args.seed)
+        for values in options[:1]:
+            from ..offline.tune import with_params
+
+            with_params(rule, values)  # a bad name or value fails now, not after the first trial
+    except (ValueError, OSError) as exc:
+        print(f"ratings tune: {exc}", file=sys.stderr)
+        return 2
+    bar = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(options), unit="trial", desc="tune", file=sys.stderr, leave=False)
+    try:
+        configured, best, trials = search(tuner, options, (lambda _: bar.update()) if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    print(format_tuning(league, rule.algorithm, tuner, configured, best, trials, args.show))
+    if args.output:
+        doc = {"league": league, "algorithm": rule.algorithm, "train_share": args.train_share,
+               "configured": vars(configured), "best": vars(best), "trials": [vars(t) for t in trials]}
+        Path(args.output).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    print(f"tune: {len(trials)} trials of {rule.algorithm!r} on league {league!r} ({len(items):,} results and commands, "
+          f"{invalid:,} invalid lines skipped); best {best.params} on the later part: "
+          f"{best.test['pair_inversion']:.2f}% against {configured.test['pair_inversion']:.2f}% configured",
+          file=sys.stderr)
+    return 0
+
+
+def format_tuning(league, algorithm, tuner, configured, best, trials, show: int) -> str:
+    def pct(report, key):
+        return "-" if report is None or report.get(key) is None else f"{report[key]:.2f}%"
+
+    lines = [f"{algorithm} on {league}: trained on rounds 1-{tuner.train_rounds} (the first tenth of the file skipped), "
+             f"tested on rounds {tuner.train_rounds + 1}-{tuner.rounds}; pair inversion / rank deviation, "
+             "players with 5 rounds or more",
+             f"{'':<34}{'earlier (train)':>20}{'later (test)':>20}{'whole file':>20}"]
+    for name, trial in (("configured", configured), ("best", best)):
+        cells = [f"{pct(r, 'pair_inversion')} / {pct(r, 'rank_deviation')}" for r in (trial.train, trial.test, trial.whole)]
+        lines.append(f"{name:<34}" + "".join(f"{c:>20}" for c in cells))
+    lines.append(f"best parameters: {best.params}")
+    ranked = sorted(trials, key=lambda t: -(t.train["pair_inversion"] or 0.0))[:show]
+    lines.append(f"top {len(ranked)} of {len(trials)} trials by the earlier part:")
+    for trial in ranked:
+        lines.append(f"  {pct(trial.train, 'pair_inversion')} / {pct(trial.train, 'rank_deviation')}  {trial.params}")
+    return "\n".join(lines)
 
 
 def demo_offline(seed: int) -> int:
@@ -191,7 +255,26 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--rounds", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--league", default="synthetic")
+    p.add_argument("--team-size", type=int, default=1, metavar="K",
+                   help="deal the players into random teams of K each round, ranked by the sum of their members' "
+                        "performances (default 1: everyone alone)")
     p.add_argument("--output", "-o", help="file to write (.gz compresses); default stdout")
+
+    p = command(sub, "tune", cmd_tune, "search a league's parameters on the earlier part of a file, "
+                "report the best and the configured ones on the later part")
+    p.add_argument("--input", "-i", required=True, help="JSONL file of match-result events (plain or .gz)")
+    p.add_argument("--config", "-c", help="league configuration (TOML): the system and the parameters to start from")
+    p.add_argument("--league", "-l", help="the league to tune (default: the file's only league)")
+    p.add_argument("--param", "-p", action="append", required=True, metavar="NAME=LO:HI",
+                   help="a parameter to search: a number between LO and HI, or NAME=A,B,C for choices (repeatable)")
+    p.add_argument("--train-share", type=float, default=0.5,
+                   help="the earlier share of the league's results the search scores on (default 0.5)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--trials", type=int, help="random search: this many candidates (default 20)")
+    how.add_argument("--grid", type=int, metavar="K", help="grid search: K values per LO:HI range")
+    p.add_argument("--seed", type=int, default=0, help="the random search's seed (default 0)")
+    p.add_argument("--show", type=int, default=10, help="list this many of the best trials (default 10)")
+    p.add_argument("--output", "-o", help="write every trial's figures here (JSON)")
 
     p = command(sub, "sample", cmd_sample, "write the demo's sample match results as JSONL")
     p.add_argument("--output", "-o", help="file to write (default stdout)")

@@ -123,7 +123,7 @@ class Params:
                 raise ParamError(key, f"unknown parameter (known: {', '.join(sorted(known))})")
         coerced = {}
         for key, value in values.items():
-            coerced[key] = _coerce(key, value, known[key].type)
+            coerced[key] = coerce_param(key, value, known[key].type)
         params = cls(**coerced)
         params.check()
         return params
@@ -135,7 +135,7 @@ class Params:
         return dataclasses.asdict(self)
 
 
-def _coerce(key: str, value: Any, annotation: Any) -> Any:
+def coerce_param(key: str, value: Any, annotation: Any) -> Any:
     """Type-check a TOML value against a dataclass field annotation (a string)."""
     # Annotations are strings under `from __future__ import annotations`.
     kind = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))

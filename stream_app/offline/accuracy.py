@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..engine import Match, PlayerState
+from ..engine import Match, PlayerState, is_team_match, team_members
 
 EXPERIENCED = 5
 MSE_MAX_PAIRS = 100_000
@@ -145,16 +145,12 @@ class Accuracy:
     def observe(self, match: Match, prior: Sequence[PlayerState | None]) -> None:
         index = self.rounds
         self.rounds += 1
-        has = [state is not None for state in prior]
-        states = list(compress(prior, has))
         row = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, float("nan")]
-        n = len(states)
+        ranks, mu, played = (_teams if is_team_match(match) else _individuals)(match, prior)
+        n = len(ranks)
         if n >= 2:
-            ranks = np.fromiter(map(_RANK, compress(match.participants, has)), np.int64, n)
             everyone = subset_places(ranks)
             if not outcome_free(*everyone):
-                mu = np.fromiter(map(_RATING, states), float, n)
-                played = np.fromiter(map(_MATCHES, states), np.int64, n)
                 experienced = played >= EXPERIENCED
                 subsets = [(0, mu, everyone)]
                 if experienced.sum() >= 2:
@@ -169,8 +165,13 @@ class Accuracy:
         self.rows.append(tuple(row))  # type: ignore[arg-type]
 
     def report(self, skip_fraction: float = 0.1) -> dict[str, float | int | None]:
-        skip = int(len(self.rows) * skip_fraction)
-        table = np.array(self.rows[skip:], dtype=float).reshape(-1, 7)
+        """Every round but the first `skip_fraction` (ratings are still settling there)."""
+        return self.report_rounds(int(len(self.rows) * skip_fraction), len(self.rows))
+
+    def report_rounds(self, first: int, stop: int) -> dict[str, float | int | None]:
+        """Rounds first .. stop - 1 (0-based, in the order observed)."""
+        skip = first
+        table = np.array(self.rows[first:stop], dtype=float).reshape(-1, 7)
 
         def ratio(w: int, s: int) -> float | None:
             weight = table[:, w].sum()
@@ -186,6 +187,30 @@ class Accuracy:
             "rounds_scored": int((table[:, 0] > 0).sum()) if len(table) else 0,
             "rounds_skipped": skip,
         }
+
+
+def _individuals(match: Match, prior: Sequence[PlayerState | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ranks, ratings and matches played of the participants who have a rating."""
+    has = [state is not None for state in prior]
+    states = list(compress(prior, has))
+    n = len(states)
+    return (np.fromiter(map(_RANK, compress(match.participants, has)), np.int64, n),
+            np.fromiter(map(_RATING, states), float, n), np.fromiter(map(_MATCHES, states), np.int64, n))
+
+
+def _teams(match: Match, prior: Sequence[PlayerState | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The same for teams: a team's rating is the weighted sum of its members'
+    (the team systems' model), its experience its least experienced member's;
+    a team with a newcomer is left out, as a newcomer is."""
+    rows = []
+    for members in team_members(match):
+        states = [prior[i] for i in members]
+        if all(state is not None for state in states):
+            people = [match.participants[i] for i in members]
+            rows.append((people[0].rank, math.fsum(x.weight * s.rating for x, s in zip(people, states)),
+                         min(s.matches for s in states)))
+    ranks, mu, played = zip(*rows) if rows else ((), (), ())
+    return np.array(ranks, np.int64), np.array(mu, float), np.array(played, np.int64)
 
 
 def format_report(report: dict[str, float | int | None]) -> str:

@@ -7,6 +7,10 @@ spread 35. The paper says "variance" for these three numbers; its reported
 accuracy (81.7% pair inversion) only fits them as standard deviations (with
 skills known exactly, the best possible is about 81%), so they are used as
 standard deviations here.
+
+With `team_size` K > 1 the players are dealt into random teams of K each
+round (the last team takes the remainder); a team's performance is the sum of
+its members' performances, and teams are ranked by it.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ START = 1_577_836_800  # 2020-01-01T00:00:00Z
 
 
 def synthetic_rounds(
-    players: int = 10_000, rounds: int = 50, seed: int = 0, league: str = "synthetic"
+    players: int = 10_000, rounds: int = 50, seed: int = 0, league: str = "synthetic", team_size: int = 1
 ) -> Iterator[dict[str, Any]]:
+    if team_size < 1 or (team_size > 1 and players < 2 * team_size):
+        raise ValueError(f"team_size: must be 1, or at most half the players (got {team_size} for {players} players)")
     rng = np.random.default_rng(seed)
     names = np.array([f"s{i:06d}" for i in range(players)])
     skill = rng.normal(SKILL_MEAN, SKILL_SD, players)
@@ -33,13 +39,23 @@ def synthetic_rounds(
         if t:
             skill = skill + rng.normal(0.0, STEP_SD, players)
         performance = skill + rng.normal(0.0, PERFORMANCE_SD, players)
-        order = np.argsort(-performance, kind="stable")
-        yield {
-            "match_id": f"synth-{t + 1}",
-            "league": league,
-            "occurred_at": _iso(START + t * DAY),
-            "participants": [{"player": str(names[i]), "rank": position + 1} for position, i in enumerate(order)],
-        }
+        event = {"match_id": f"synth-{t + 1}", "league": league, "occurred_at": _iso(START + t * DAY)}
+        if team_size == 1:
+            order = np.argsort(-performance, kind="stable")
+            event["participants"] = [{"player": str(names[i]), "rank": place + 1} for place, i in enumerate(order)]
+        else:
+            event["participants"] = _team_round(rng.permutation(players), performance, names, team_size)
+        yield event
+
+
+def _team_round(dealt: np.ndarray, performance: np.ndarray, names: np.ndarray, size: int) -> list[dict[str, Any]]:
+    teams = [dealt[k:k + size] for k in range(0, len(dealt) - len(dealt) % size, size)]
+    teams[-1] = np.concatenate((teams[-1], dealt[len(teams) * size:]))
+    totals = np.array([performance[members].sum() for members in teams])
+    rows = []
+    for place, team in enumerate(np.argsort(-totals, kind="stable")):
+        rows.extend({"player": str(names[i]), "team": f"t{team + 1}", "rank": place + 1} for i in teams[team])
+    return rows
 
 
 def _iso(seconds: int) -> str:

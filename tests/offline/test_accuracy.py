@@ -119,3 +119,33 @@ def test_all_tied_round_predicts_nothing():
     match = Match("l", "1", (Participant("a", 1), Participant("b", 1)))
     acc.observe(match, [EloState(1000.0, 9), EloState(1200.0, 9)])
     assert acc.report(skip_fraction=0)["rounds_scored"] == 0
+
+
+def test_a_team_match_is_scored_between_teams_by_the_sum_of_their_members_ratings():
+    acc = Accuracy()
+    # Teams x (won) and y: x's members sum to 2000 (1500 + half of 1000), y's to 1900;
+    # z (third) has a newcomer and is left out, as a newcomer is.
+    match = Match("l", "1", (Participant("a", 1, None, "x"), Participant("b", 1, None, "x", 0.5),
+                             Participant("c", 2, None, "y"), Participant("d", 2, None, "y"),
+                             Participant("e", 3, None, "z"), Participant("f", 3, None, "z")))
+    prior = [EloState(1500.0, 9), EloState(1000.0, 9), EloState(950.0, 9), EloState(950.0, 2),
+             EloState(3000.0, 9), None]
+    acc.observe(match, prior)
+    report = acc.report(skip_fraction=0)
+    assert report["rounds_scored"] == 1
+    assert report["pair_inversion_all"] == pytest.approx(100.0)  # one pair (x, y), ordered right
+    assert report["pair_inversion"] is None  # y's least experienced member has 2 rounds: no experienced pair
+    wrong = Accuracy()
+    wrong.observe(match, [EloState(1500.0, 9), EloState(700.0, 9)] + prior[2:])  # x now sums to 1850
+    assert wrong.report(skip_fraction=0)["pair_inversion_all"] == pytest.approx(0.0)
+
+
+def test_report_rounds_scores_a_range_of_rounds():
+    acc = Accuracy()
+    for index in range(10):
+        right = index < 6
+        acc.observe(Match("l", str(index), (Participant("a", 1), Participant("b", 2))),
+                    [EloState(1100.0 if right else 900.0, 9), EloState(1000.0, 9)])
+    assert acc.report_rounds(0, 6)["pair_inversion"] == pytest.approx(100.0)
+    assert acc.report_rounds(6, 10)["pair_inversion"] == pytest.approx(0.0)
+    assert acc.report_rounds(4, 8)["pair_inversion"] == pytest.approx(50.0)

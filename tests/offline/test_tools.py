@@ -76,3 +76,25 @@ def test_plot_draws_a_png_of_the_top_players(tmp_path, capsys):
         main(["plot", "-i", str(data), "-c", str(config), "-l", "synthetic", "-p", "nobody", "-o", str(named)])
     with pytest.raises(SystemExit, match="no applied match"):
         main(["plot", "-i", str(data), "-c", str(config), "-l", "chess", "-o", str(named)])
+
+
+def test_synth_with_teams_deals_every_player_into_a_team_ranked_by_the_sum_of_performances(tmp_path):
+    out = tmp_path / "teams.jsonl"
+    assert main(["synth", "--players", "301", "--rounds", "3", "--team-size", "4", "-o", str(out)]) == 0
+    matches = [parse_match(line) for line in out.read_bytes().splitlines()]
+    assert len(matches) == 3
+    for m in matches:
+        assert len(m.participants) == 301
+        teams: dict[str, list] = {}
+        for p in m.participants:
+            teams.setdefault(p.team, []).append(p)
+        assert sorted(len(v) for v in teams.values()) == [4] * 74 + [5]  # the last team takes the remainder
+        assert sorted({v[0].rank for v in teams.values()}) == list(range(1, 76))
+    assert {p.team: p.player for p in matches[0].participants} != {p.team: p.player for p in matches[1].participants}
+    # Stronger players (the same skills as without teams) end on better teams more often.
+    alone = {p["player"]: p["rank"] for p in next(synthetic_rounds(301, 1, seed=0))["participants"]}
+    best = sorted(alone, key=alone.get)[:60]
+    worst = sorted(alone, key=alone.get)[-60:]
+    ranks = {p.player: p.rank for p in matches[0].participants}
+    assert np.mean([ranks[n] for n in best]) < np.mean([ranks[n] for n in worst])
+    assert main(["synth", "--players", "7", "--team-size", "4", "-o", str(out)]) == 2
