@@ -57,7 +57,7 @@ def test_loads_from_a_file(tmp_path):
 @pytest.mark.parametrize(
     "text, words",
     [
-        ('[leagues."x"]\nalgorithm = "glicko"\n', ['[leagues."x"]', "'algorithm'", "unknown algorithm 'glicko'"]),
+        ('[leagues."x"]\nalgorithm = "glicko3"\n', ['[leagues."x"]', "'algorithm'", "unknown algorithm 'glicko3'"]),
         ('[leagues."x"]\nk = 3\n', ['[leagues."x"]', "'algorithm'", "required"]),
         ('[leagues."x"]\nalgorithm = "elo"\nkay = 3\n', ['[leagues."x"]', "'kay'", "unknown parameter"]),
         ('[leagues."x"]\nalgorithm = "elo"\nk = -3\n', ['[leagues."x"]', "'k'", "must be > 0"]),

@@ -6,11 +6,16 @@ from typing import Any
 
 from .base import (InvalidMatch, Match, ParamError, Participant, PlayerState, RatingChange, RatingSystem, is_team_match,
                    team_members)
+from .codeforces import Codeforces
 from .elo import Elo
+from .glicko import Glicko, Glicko2
 from .mmr import EloMmr, EloMmx
 from .pairwise import Pairwise
+from .wenglin import WengLin
 
-SYSTEMS: dict[str, type[RatingSystem]] = {cls.name: cls for cls in (Elo, Pairwise, EloMmr, EloMmx)}
+SYSTEMS: dict[str, type[RatingSystem]] = {
+    cls.name: cls for cls in (Elo, Pairwise, EloMmr, EloMmx, WengLin, Glicko2, Glicko, Codeforces)
+}
 
 
 def make_system(algorithm: str, params: dict[str, Any] | None = None) -> RatingSystem:

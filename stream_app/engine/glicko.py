@@ -30,13 +30,23 @@ already above the cap is left as it is). The match's own period then adds one
 more period of drift: Glicko-2's phi* step above, Glicko-1's Step 1 with t = 1
 (so Glicko-1's t is 1 + idle, as in Glickman's "t = 1 if the player competed in
 the previous period"). Without times (a state's or the match's) idle is 0.
+Unlike the paper, rate() also caps Glicko-2's phi* at the initial deviation
+(see _phi_star2): after an extreme result sigma' can exceed 1 and an
+uncapped phi* lets the next game move a rating by any amount.
+
+Known properties (tests/engine/test_glicko.py, docs/algorithms.md): within
+one match a better rank never lowers the new rating, but across matches
+Glicko-2's volatility breaks aligned incentives (the Elo-MMR paper, 5.1), and
+both systems' one-step update is not monotone in the prior rating when a
+period holds many surprising games.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -49,7 +59,7 @@ SECS_PER_DAY = 86400.0
 PI2 = math.pi**2
 # From this many participants the opponent sums go through NumPy (measured:
 # below it the plain loop is faster).
-NUMPY_FROM = 40
+NUMPY_FROM = 12
 BLOCK_CELLS = 1 << 18  # (rows x opponents) per NumPy block: bounds temporaries
 # sum g^2 E (1 - E) below this means v > 1e100: the games carry no information
 # at float precision (E is 0 or 1), and Delta^2 would overflow. Such a period is
@@ -126,11 +136,11 @@ def _volatility(phi2: float, sigma: float, v: float, delta: float, tau: float, e
         big_b = a - k * tau
     fa, fb = f(big_a), f(big_b)
     for _ in range(MAX_ITERATIONS):
-        if abs(big_b - big_a) <= eps or fb == fa:
+        if abs(big_b - big_a) <= eps or fb == fa:  # converged (fb == fa: no secant left)
             break
         c = big_a + (big_a - big_b) * fa / (fb - fa)
         fc = f(c)
-        if fc * fb <= 0.0:  # the 2013 paper's rule (<= rather than the 2012 <)
+        if fc * fb <= 0.0:  # Step 5.4(b): the root lies between B and C
             big_a, fa = big_b, fb
         else:
             fa /= 2.0  # Illinois: halve the retained end's value
@@ -139,14 +149,25 @@ def _volatility(phi2: float, sigma: float, v: float, delta: float, tau: float, e
 
 
 def _glicko2_step(mu: float, phi2: float, sigma: float, info: float, gain: float,
-                  tau: float, eps: float) -> tuple[float, float, float]:
-    """Steps 5-7 from the sums of Steps 3-4; phi2 is the pre-period phi^2."""
+                  tau: float, eps: float, cap2: float = math.inf) -> tuple[float, float, float]:
+    """Steps 5-7 from the sums of Steps 3-4; phi2 is the pre-period phi^2, cap2
+    the largest phi*^2 (see _phi_star2)."""
     if info < MIN_INFO:  # no games: Glickman's "did not compete", phi' = phi*
-        return mu, math.sqrt(phi2 + sigma * sigma), sigma
+        return mu, math.sqrt(_phi_star2(phi2, sigma, cap2)), sigma
     v = 1.0 / info
     sigma_new = _volatility(phi2, sigma, v, v * gain, tau, eps)
-    phi_new2 = 1.0 / (1.0 / (phi2 + sigma_new * sigma_new) + info)
+    phi_new2 = 1.0 / (1.0 / _phi_star2(phi2, sigma_new, cap2) + info)
     return mu + phi_new2 * gain, math.sqrt(phi_new2), sigma_new
+
+
+def _phi_star2(phi2: float, sigma: float, cap2: float) -> float:
+    """Step 6, phi*^2 = phi^2 + sigma'^2, at most cap2 (but never below phi^2).
+    The paper has no cap; rate() caps at the initial deviation, as Glicko-1's
+    Step 1 does, because after an extreme result sigma' can reach 1 and more
+    (Delta^2 >> v), and an uncapped phi* then lets the next game move the
+    rating by any amount (a test history reached a rating of 10^12)."""
+    star2 = phi2 + sigma * sigma
+    return star2 if star2 <= cap2 else max(cap2, phi2)
 
 
 def _glicko1_step(mu: float, phi2: float, info: float, gain: float) -> tuple[float, float]:
@@ -159,14 +180,16 @@ def _glicko1_step(mu: float, phi2: float, info: float, gain: float) -> tuple[flo
 
 def glicko2_period(rating: float, deviation: float, volatility: float,
                    games: Sequence[tuple[float, float, float]], tau: float = 0.5,
-                   epsilon: float = 1e-6) -> tuple[float, float, float]:
+                   epsilon: float = 1e-6, max_deviation: float | None = None) -> tuple[float, float, float]:
     """One player's Glicko-2 rating period (Glickman's Steps 2-8). `games`:
     (opponent rating, opponent deviation, score) per game. No games: Step 6
-    for a player who did not compete. Returns (rating, deviation, volatility)."""
+    for a player who did not compete. `max_deviation` caps phi* (None: the
+    paper, uncapped). Returns (rating, deviation, volatility)."""
     mu = (rating - CENTRE) / G2_SCALE
     phi = deviation / G2_SCALE
     info, gain, _ = _sums(mu, [((r - CENTRE) / G2_SCALE, _g(rd / G2_SCALE), s) for r, rd, s in games])
-    mu1, phi1, sigma1 = _glicko2_step(mu, phi * phi, volatility, info, gain, tau, epsilon)
+    cap2 = math.inf if max_deviation is None else (max_deviation / G2_SCALE) ** 2
+    mu1, phi1, sigma1 = _glicko2_step(mu, phi * phi, volatility, info, gain, tau, epsilon, cap2)
     return CENTRE + G2_SCALE * mu1, G2_SCALE * phi1, sigma1
 
 
@@ -179,6 +202,14 @@ def glicko_period(rating: float, deviation: float,
     info, gain, _ = _sums(mu, [((r - CENTRE) / G1_SCALE, _g(rd / G1_SCALE), s) for r, rd, s in games])
     mu1, phi1 = _glicko1_step(mu, phi * phi, info, gain)
     return CENTRE + G1_SCALE * mu1, G1_SCALE * phi1
+
+
+def latest(last_time: float | None, now: float | None) -> float | None:
+    """The player's last match time after this one: a late result (older than
+    the last match) leaves it, so the idle time is not counted twice."""
+    if now is None or (last_time is not None and last_time > now):
+        return last_time
+    return now
 
 
 def idle_periods(last_time: float | None, now: float | None, period_days: float) -> float:
@@ -304,6 +335,11 @@ class _GlickoFamily(RatingSystem):
             changes.append(RatingChange(x.player, state, after, extras))
         return changes
 
+    def period_deviation(self, state: Any, time: float | None) -> float:
+        """The deviation `state` enters a match at `time` with: the idle growth
+        (and, for Glicko-1, the match's own Step 1)."""
+        return self.SCALE * math.sqrt(self._pre_phi2(state, time))
+
     def _capped(self, phi2: float, grown2: float) -> float:
         cap = self.params.deviation / self.SCALE  # type: ignore[attr-defined]
         return grown2 if grown2 <= cap * cap else max(cap * cap, phi2)
@@ -330,9 +366,10 @@ class Glicko2(_GlickoFamily):
     def _after(self, state: Glicko2State, mu: float, phi2: float, info: float, gain: float,
                now: float | None) -> Glicko2State:
         p = self.params
-        mu1, phi1, sigma1 = _glicko2_step(mu, phi2, state.volatility, info, gain, p.tau, p.epsilon)
+        cap = p.deviation / G2_SCALE
+        mu1, phi1, sigma1 = _glicko2_step(mu, phi2, state.volatility, info, gain, p.tau, p.epsilon, cap * cap)
         return Glicko2State(CENTRE + G2_SCALE * mu1, G2_SCALE * phi1, sigma1, state.matches + 1,
-                            state.last_time if now is None else now)
+                            latest(state.last_time, now))
 
 
 class Glicko(_GlickoFamily):
@@ -349,11 +386,11 @@ class Glicko(_GlickoFamily):
         # Step 1 with t = 1 + idle periods.
         p = self.params
         t = 1.0 + idle_periods(state.last_time, now, p.period_days)
-        rd2 = state.deviation * state.deviation
-        return self._capped(rd2, rd2 + p.c * p.c * t) / (G1_SCALE * G1_SCALE)
+        phi, c = state.deviation / G1_SCALE, p.c / G1_SCALE
+        return self._capped(phi * phi, phi * phi + c * c * t)
 
     def _after(self, state: GlickoState, mu: float, phi2: float, info: float, gain: float,
                now: float | None) -> GlickoState:
         mu1, phi1 = _glicko1_step(mu, phi2, info, gain)
         rd = max(G1_SCALE * phi1, self.params.min_deviation)
-        return GlickoState(CENTRE + G1_SCALE * mu1, rd, state.matches + 1, state.last_time if now is None else now)
+        return GlickoState(CENTRE + G1_SCALE * mu1, rd, state.matches + 1, latest(state.last_time, now))

@@ -40,6 +40,20 @@ snapshot_every = 3
 [leagues."mmx*"]
 algorithm = "elo-mmx"
 snapshot_every = 6
+
+[leagues."go*"]
+algorithm = "glicko2"
+late_results = "in_order"
+snapshot_every = 5
+
+[leagues."team*"]
+algorithm = "weng-lin"
+snapshot_every = 4
+
+[leagues."relay*"]
+algorithm = "elo-mmx"
+late_results = "in_order"
+snapshot_every = 3
 """
 
 
@@ -49,7 +63,12 @@ def _shift(text: str, minutes: int) -> str:
 
 
 def _reranked(participants: list[dict], rng: random.Random) -> list[dict]:
-    """The same players in another order (ranks 1..n), sometimes one fewer."""
+    """The same players in another order (ranks 1..n), sometimes one fewer; teams
+    keep their members and get another order."""
+    if "team" in participants[0]:
+        teams = list(dict.fromkeys(p["team"] for p in participants))
+        rng.shuffle(teams)
+        return [{**p, "rank": teams.index(p["team"]) + 1} for p in participants]
     people = [{"player": p["player"]} for p in participants]
     rng.shuffle(people)
     if len(people) > 3 and rng.random() < 0.3:
@@ -150,10 +169,11 @@ def cleaned(docs: list[dict], config: LeagueConfig) -> list[dict]:
 
 
 def corrected_leagues(seed: int, scale: int = 1) -> list[dict]:
-    """Five leagues, one per case of CONFIG (elo appending and in time order,
-    elo-pairwise, elo-mmr in time order, elo-mmx), with corrections mixed in,
-    interleaved at random."""
-    from stream_app.offline.sample import multi_player_league, two_player_league
+    """Eight leagues, one per case of CONFIG (elo appending and in time order,
+    elo-pairwise, elo-mmr in time order, elo-mmx, glicko2 in time order, weng-lin
+    teams, elo-mmx teams in time order), with corrections mixed in, interleaved
+    at random."""
+    from stream_app.offline.sample import multi_player_league, team_league, two_player_league
 
     from .leagues import interleave
 
@@ -164,6 +184,9 @@ def corrected_leagues(seed: int, scale: int = 1) -> list[dict]:
         list(multi_player_league("kart", 12, 30 * scale, 5, rng)),
         list(multi_player_league("arena", 24, 20 * scale, 8, rng)),
         list(multi_player_league("mmx", 16, 20 * scale, 6, rng)),
+        list(two_player_league("go", 10, 60 * scale, rng, spacing=4 * 3600)),
+        list(team_league("team", 16, 24 * scale, 2, rng)),
+        list(team_league("relay", 14, 20 * scale, 2, rng, teams=(2, 3))),
     ]
     return interleave([with_corrections(league, rng) for league in leagues], rng)
 

@@ -11,7 +11,7 @@ from stream_app.events import parse_match
 from stream_app.published import event_id
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
-from stream_app.offline.sample import multi_player_league, two_player_league
+from stream_app.offline.sample import multi_player_league, team_league, two_player_league
 
 CONFIG = """
 [default]
@@ -23,6 +23,16 @@ ties = "half"
 
 [leagues."arena*"]
 algorithm = "elo-mmr"
+
+[leagues."go*"]
+algorithm = "glicko2"
+
+[leagues."team*"]
+algorithm = "weng-lin"
+model = "bradley-terry-full"
+
+[leagues."relay*"]
+algorithm = "elo-mmx"
 """
 
 
@@ -37,11 +47,16 @@ def interleave(leagues: list[list[dict]], rng: random.Random) -> list[dict]:
 
 
 def league_events(seed: int, scale: int = 1) -> list[dict]:
-    """Three leagues of CONFIG's three systems: chess (elo), karting (pairwise), arena (elo-mmr)."""
+    """Six leagues, one per system of CONFIG: chess (elo), karting (pairwise), arena
+    (elo-mmr), go (glicko2, a match every 6 hours: deviations grow between a
+    player's matches), team (weng-lin teams) and relay (elo-mmx teams)."""
     rng = random.Random(seed)
     events = list(two_player_league("chess", 40, 300 * scale, rng))
     events += list(multi_player_league("karting", 20, 40 * scale, 6, rng))
     events += list(multi_player_league("arena", 80, 12 * scale, 50, rng))
+    events += list(two_player_league("go", 24, 80 * scale, rng, spacing=6 * 3600))
+    events += list(team_league("team", 30, 40 * scale, 3, rng))
+    events += list(team_league("relay", 24, 30 * scale, 2, rng, teams=(2, 5)))
     rng.shuffle(events)  # leagues interleave; each league keeps its own order below
     return in_league_order(events)
 
@@ -111,8 +126,8 @@ def assert_same_state(worker, ledger: Ledger) -> None:
     for league, players in ledger.snapshot().items():
         status, board = worker.get(f"/leagues/{league}/leaderboard?limit=100000")
         assert status == 200, board
-        served = {row["player"]: (row["rating"], row["matches"]) for row in board["players"]}
-        expected = {p: (v["rating"], v["matches"]) for p, v in players.items()}
+        served = {row["player"]: (row["rating"], row["matches"], row.get("uncertainty")) for row in board["players"]}
+        expected = {p: (v["rating"], v["matches"], v.get("uncertainty")) for p, v in players.items()}
         assert served == expected, f"{league}: stream and replay differ"
         ranks = [row["rank"] for row in board["players"]]
         assert ranks == list(range(1, len(ranks) + 1))
