@@ -35,6 +35,18 @@ min_matches = {MIN_MATCHES}
 [leagues."arena"]
 algorithm = "elo-mmr"
 min_matches = {MIN_MATCHES}
+
+[leagues."go"]
+algorithm = "glicko2"
+min_matches = {MIN_MATCHES}
+
+[leagues."team"]
+algorithm = "weng-lin"
+min_matches = {MIN_MATCHES}
+
+[leagues."relay"]
+algorithm = "elo-mmx"
+min_matches = {MIN_MATCHES}
 """
 SPECIAL = "ann+bo@x:1"  # every character an id may have that a URL must quote
 RATINGS = [str(Path(sys.executable).with_name("ratings"))]  # the installed command
@@ -99,10 +111,11 @@ def ratings(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_the_input_has_what_the_checks_need(served):
-    assert set(served.state) == {"chess", "karting", "arena"}
+    assert set(served.state) == {"chess", "karting", "arena", "go", "team", "relay"}
     assert served.rank("chess", SPECIAL) is not None and served.rank("chess", "rookie") is None
     assert all(len(served.sample(league)) == 4 for league in ("chess", "arena"))  # each has an unranked player
-    assert all("uncertainty" in state for state in served.state["arena"].values())
+    for league in ("arena", "go", "team", "relay"):
+        assert all("uncertainty" in state for state in served.state[league].values())
 
 
 def test_player_equals_the_api_and_the_replay(served, capsys):
@@ -186,6 +199,7 @@ def test_around_has_the_player_at_the_brute_force_rank_and_marks_the_row(served,
     for league in served.state:
         board = served.board(league)
         players_total = len(served.state[league])
+        wide = "uncertainty" in next(iter(served.state[league].values()))  # one more column
         for i in sorted({0, 1, len(board) // 2, len(board) - 1, *([served.rank(league, SPECIAL) - 1]
                                                                     if league == "chess" else [])}):
             player = board[i][0]
@@ -196,11 +210,11 @@ def test_around_has_the_player_at_the_brute_force_rank_and_marks_the_row(served,
             lines = out.splitlines()
             assert lines[0] == f"{league} ({players_total} players, {len(board)} ranked)"
             rows = [line.split() for line in lines[2:]]
-            assert [row[-4 if league == "arena" else -3] for row in rows] == [name for _, name, _ in window]
+            assert [row[-4 if wide else -3] for row in rows] == [name for _, name, _ in window]
             marked = [row for row in rows if row[0] == ">"]
             assert len(marked) == 1 and marked[0][1:3] == [str(i + 1), player]
             assert rows.index(marked[0]) == i - (window[0][0] - 1)
-            assert [(int(row[-5 if league == "arena" else -4]), float(row[-3 if league == "arena" else -2]))
+            assert [(int(row[-5 if wide else -4]), float(row[-3 if wide else -2]))
                     for row in rows] == [(rank, round(rating, 1)) for rank, _, rating in window]
 
             status, out, err = ratings(capsys, "leaderboard", league, "--around", player, "--radius", "2", "--json",
