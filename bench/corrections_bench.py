@@ -42,7 +42,7 @@ from stream_app.rerate import Rerated
 from .streamtools import ROOT, Collector, Topics, Worker, command_main, create_topics, keyed, log, publish
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
-CODEFORCES_CONFIG = ROOT / "deploy" / "codeforces-elo-mmr.toml"
+CODEFORCES_CONFIG = ROOT / "deploy" / "accuracy" / "codeforces-elo-mmr.toml"
 STAGES = ("void", "codeforces", "cost")
 ELO = '[default]\nalgorithm = "elo"\n'
 

@@ -48,7 +48,7 @@ from .streamtools import (ROOT, Collector, PhaseSampler, Topics, Worker, command
                           log, percentiles, profile, publish, vm_hwm, vm_rss, wait_until)
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
-CODEFORCES_CONFIG = ROOT / "deploy" / "codeforces-elo-mmr.toml"
+CODEFORCES_CONFIG = ROOT / "deploy" / "accuracy" / "codeforces-elo-mmr.toml"
 LEAGUES = 50
 CONFIG = """[default]
 algorithm = "elo"

@@ -1,6 +1,8 @@
 """League configuration: globs in file order, a default, and start-up errors
 that name the file, the table and the key."""
 
+from pathlib import Path
+
 import pytest
 
 from stream_app.leagues import ConfigError, LeagueConfig, LeagueOptions
@@ -112,3 +114,12 @@ def test_league_options_are_read_apart_from_the_system_parameters():
     assert options.inactive_seconds == 90 * 86400.0
     assert config.options_for("chess") == LeagueOptions()  # defaults: keep all history, rank everyone
     assert config.system_for("chess").params.k == 20.0
+
+
+def test_every_shipped_configuration_loads():
+    deploy = Path(__file__).parent.parent / "deploy"
+    paths = sorted(deploy.glob("*.toml")) + sorted((deploy / "accuracy").glob("*.toml"))
+    assert len(paths) >= 9
+    for path in paths:
+        config = LeagueConfig.load(path)
+        assert config.default.algorithm in path.stem or path.stem == "leagues", path
