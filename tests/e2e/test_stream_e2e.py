@@ -40,6 +40,14 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
         (b"chess", orjson.dumps({"league": "chess", "match_id": "x", "participants": [{"player": "a", "rank": 0}, {"player": "b", "rank": 1}]})),
         (b"chess", b"\xff\xfe\xfd"),
         (b"chess", lines[0]),  # a producer's retry: same match_id in the same league
+        # Teams: a team match where the system has none, a team whose members disagree, a single team.
+        (b"chess", orjson.dumps({"league": "chess", "match_id": "pairs", "participants": [
+            {"player": "a", "rank": 1, "team": "x"}, {"player": "b", "rank": 2, "team": "y"}]})),
+        (b"team", orjson.dumps({"league": "team", "match_id": "split", "participants": [
+            {"player": "a", "rank": 1, "team": "x"}, {"player": "b", "rank": 2, "team": "x"},
+            {"player": "c", "rank": 3, "team": "y"}]})),
+        (b"team", orjson.dumps({"league": "team", "match_id": "alone", "participants": [
+            {"player": "a", "rank": 1, "team": "x"}, {"player": "b", "rank": 1, "team": "x"}]})),
     ]
     # Interleave the bad ones among the valid ones.
     for i, item in enumerate(bad):
@@ -52,7 +60,7 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
     records.append((wrong_key.encode(), orjson.dumps(stray)))
     all_lines = [value for _, value in records]
     ledger, invalid = replay_state(all_lines, config)
-    assert invalid == 4 and ledger.duplicates == 1
+    assert invalid == 7 and ledger.duplicates == 1
 
     worker = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "w1", config_path, name="w1")
     try:
@@ -86,12 +94,17 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
             assert event["matches"] == snap[league][player]["matches"]
 
         # Dead letters: each bad input with its reason.
-        letters = asyncio.run(read_all(broker.bootstrap, f"{prefix}.dlq", 8, 5))
+        letters = asyncio.run(read_all(broker.bootstrap, f"{prefix}.dlq", 8, 8))
         dl_validator = jsonschema.Draft202012Validator(load_schema("dead-letter.v1"))
         for letter in letters:
             dl_validator.validate(letter)
         assert sorted(l["reason"] for l in letters) == sorted(
-            ["invalid_json", "system_rule", "schema_violation", "invalid_encoding", "duplicate_match"])
+            ["invalid_json", "system_rule", "schema_violation", "invalid_encoding", "duplicate_match",
+             "system_rule", "inconsistent_standings", "invalid_teams"])
+        by_match = {l["match_id"]: l for l in letters if l.get("match_id") in ("pairs", "split", "alone")}
+        assert by_match["pairs"]["field"] == "participants[0].team" and "'elo' system" in by_match["pairs"]["message"]
+        assert by_match["split"]["field"] == "participants[1].rank"
+        assert by_match["alone"]["field"] == "participants" and "at least 2 teams" in by_match["alone"]["message"]
 
         # Metrics match what was processed; once drained, no partition lags.
         def lag_lines():
