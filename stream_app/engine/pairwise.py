@@ -82,7 +82,8 @@ def pairwise_deltas(
         hi = min(n, lo + block)
         r_i = ratings[lo:hi, None]
         rank_i = ranks[lo:hi, None]
-        win_prob = 1.0 / (1.0 + 10.0 ** ((ratings[None, :] - r_i) / scale))
+        with np.errstate(over="ignore"):  # gaps of thousands of points: the power is inf, the probability 0
+            win_prob = 1.0 / (1.0 + 10.0 ** ((ratings[None, :] - r_i) / scale))
         outcome = (rank_i < ranks[None, :]).astype(float)
         tie = rank_i == ranks[None, :]  # includes self, whose term is 0 either way
         if half_ties:

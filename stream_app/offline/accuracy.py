@@ -116,7 +116,8 @@ def mse_index(mu: np.ndarray, ranks: np.ndarray, seed: int) -> float:
     p_i_wins = mu[j]
     p_i_wins -= mu[i]
     p_i_wins *= _LN10_OVER_400
-    np.exp(p_i_wins, out=p_i_wins)
+    with np.errstate(over="ignore"):  # a gap of thousands of points: exp is inf, the probability 0, as it should be
+        np.exp(p_i_wins, out=p_i_wins)
     p_i_wins += 1.0
     np.divide(1.0, p_i_wins, out=p_i_wins)
     # 1 if i finished ahead, 0.5 for a tie, 0 if behind.
