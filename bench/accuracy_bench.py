@@ -129,11 +129,38 @@ def _true_skills(items: list, players: int, rounds: int, seed: int) -> dict:
     return accuracy.report()
 
 
+def plot_table2(rows: dict, path: Path) -> None:
+    """Pair inversion and rank deviation per system, ours beside the paper's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted(rows, key=lambda name: rows[name]["pair_inversion"])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    for ax, key, index, label in ((axes[0], "pair_inversion", 0, "pair inversion (%), higher is better"),
+                                  (axes[1], "rank_deviation", 1, "rank deviation (%), lower is better")):
+        y = np.arange(len(names))
+        ax.barh(y - 0.2, [rows[n][key] for n in names], 0.4, label="ours (1,071 contests)")
+        paper = [PAPER[n][index] if PAPER.get(n) else np.nan for n in names]
+        ax.barh(y + 0.2, paper, 0.4, label="the paper's Table 2")
+        ax.set_yticks(y, names)
+        ax.set_xlabel(label)
+        values = [rows[n][key] for n in names]
+        ax.set_xlim(min(values) - 3, max(values) + 3)
+    axes[0].legend(loc="lower right", fontsize=8)
+    fig.suptitle("Codeforces: ratings before each contest predicting it (players with 5+ contests)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def run() -> dict:
     out = {}
     if CODEFORCES.exists():
         print("(a) Codeforces, players with >= 5 contests: pair inversion / rank deviation", flush=True)
         out["codeforces"] = codeforces_table()
+        plot_table2(out["codeforces"], ROOT / "bench" / "accuracy-table2.png")
     else:
         print(f"(a) skipped: {CODEFORCES} is missing", file=sys.stderr)
     print("(b) synthetic teams of 4 (2,000 players, 50 rounds), scored between teams", flush=True)
