@@ -400,7 +400,11 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
             broker.crash_at = None
             store = reopened(store) if rng.random() < 0.7 else LocalStore(tmp_path / str(crashes))
             worker = worker_on(store)
-    await worker.finish_rerates()  # a re-rate begun by the last records
+    # A re-rate begun by the last records: the partitions are taken up (as an
+    # assignment does), since after the last crash the worker may not have
+    # seen a record of the partition holding the job.
+    await worker.take_up(set(range(PARTITIONS)))
+    await worker.finish_rerates()
     assert crashes > 0
     assert_committed_state_is(local(store), ledger, records=False)
     assert_committed_state_is(logged(broker), ledger, records=False)
