@@ -1,11 +1,16 @@
 """The stream service measured end to end (issue #6), against embedded brokers
 this benchmark starts and stops itself, next to a baseline from the same run:
 
-1. ceiling: a plain aiokafka loop over the pre-published input (orjson, Elo on a
-   dict, one output event per participant, offsets committed after each batch);
+1. ceiling: a plain aiokafka loop over the pre-published input doing the worker's
+   output work (bench/elo_job.py: per-league state, the worker's rating-changed
+   event bytes per participant, 512 KiB record batches), offsets committed after
+   each batch;
 2. service: the same N two-player `elo` matches (50 leagues, 8 partitions)
    through one `ratings worker`, from its first applied match to the last of
-   the 2N rating-changed events read back; the ratio to (1);
+   the 2N rating-changed events read back; the ratio to (1), and to the same
+   job as a Quix Streams application (bench/quix_app.py: RocksDB state with
+   changelogs, at-least-once) on the same input, from its first processed
+   match to the last of its events read back;
 3. latency at a steady rate (2,000 matches/s for 30 s, fresh topics, worker
    running and caught up): publish time to each rating-changed event's arrival;
 4. `elo-mmr` rounds of 1,000 and 5,000 participants: publish to the round's
@@ -44,6 +49,7 @@ import orjson
 from stream_app.broker import EmbeddedBroker
 from stream_app.offline.sample import multi_player_league, two_player_league
 
+from . import elo_job, quix_app
 from .streamtools import (ROOT, Collector, PhaseSampler, Topics, Worker, command_main, create_topics, dir_size, keyed,
                           log, percentiles, profile, publish, vm_hwm, vm_rss, wait_until)
 
@@ -62,7 +68,7 @@ GIB = 1024**3
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.stream_bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--matches", type=int, help="two-player matches for (1) and (2) (default 200,000; quick 20,000)")
+    p.add_argument("--matches", type=int, help="two-player matches for (1) and (2) (default 100,000; quick 20,000)")
     p.add_argument("--quick", action="store_true",
                    help="smaller sizes: 20,000 matches, 10 s of latency, 2 rounds, no Codeforces")
     p.add_argument("--only", action="append", choices=STAGES, help="run only these stages (repeatable)")
@@ -83,7 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--output", help="(run alone) also write the results as JSON here")
     args = p.parse_args(argv)
     quick = args.quick
-    args.matches = args.matches or (20_000 if quick else 200_000)
+    args.matches = args.matches or (20_000 if quick else 100_000)
     args.latency_seconds = args.latency_seconds or (10.0 if quick else 30.0)
     args.mmr_rounds = args.mmr_rounds or (2 if quick else 4)
     args.stages = args.only or [s for s in STAGES if not (quick and s == "codeforces")]
@@ -154,6 +160,8 @@ class Bench:
         ceiling = n / ceiling_s
         log(f"ceiling: {n:,} matches in {ceiling_s:.1f} s = {ceiling:,.0f} matches/s")
 
+        quix = self.quix(broker, topics.match, n)
+
         seen: set[str] = set()
         last = [0.0]
 
@@ -195,6 +203,7 @@ class Bench:
             "matches": n, "leagues": LEAGUES, "partitions": 8,
             "ceiling_s": ceiling_s, "ceiling_matches_per_s": ceiling,
             "service_s": seconds, "service_matches_per_s": service, "ratio_service_to_ceiling": service / ceiling,
+            "quix": quix, "ratio_service_to_quix": service / quix["matches_per_s"] if "matches_per_s" in quix else None,
             "worker_start_to_first_applied_s": health["first_applied_at"] - worker.started,
             "changes_read": collector.records, "distinct_changes": len(seen),
             "applied": health.get("applied"), "dead_letters": health.get("dead_letters"),
@@ -208,6 +217,36 @@ class Bench:
         self.stop(worker)
         broker.stop()
         return result
+
+    def quix(self, broker: EmbeddedBroker, input_topic: str, n: int) -> dict[str, Any]:
+        """The same job as a Quix Streams application (bench/quix_app.py) on the same input:
+        from its first processed match to the last of its 2n events read back."""
+        out = Topics("quix")
+        asyncio.run(create_topics(broker.url, out))
+        last = [0.0]
+        count = [0]
+
+        def on_event(event: dict[str, Any], now: float) -> None:
+            count[0] += 1
+            last[0] = now
+
+        collector = Collector(broker.bootstrap, out.changes, on_event, max_wait_ms=50)
+        collector.start()
+        try:
+            ran = quix_app.run(broker.bootstrap, input_topic, out.changes, n, self.tmp / "quix", timeout=n / 100 + 300)
+            wait_until(lambda: count[0] >= 2 * n, 120, f"{2 * n:,} events of the Quix app", collector)
+        except Exception as exc:  # the comparison is lost, not the stage
+            log(f"quix: FAILED: {exc}")
+            return {"error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+        finally:
+            collector.stop()
+        seconds = last[0] - ran["first_at"]
+        rate = n / seconds
+        log(f"quix streams: {n:,} matches in {seconds:.1f} s = {rate:,.0f} matches/s "
+            f"(start to first match {ran['first_at'] - ran['started_at']:.0f} s)")
+        return {"seconds": seconds, "matches_per_s": rate, "events_read": count[0],
+                "processed_matches_per_s": n / (ran["last_at"] - ran["first_at"]),
+                "peak_rss_bytes": ran["peak_rss_bytes"], "start_to_first_s": ran["first_at"] - ran["started_at"]}
 
     # -- (3) and (4) ---------------------------------------------------------------------
 
@@ -369,16 +408,19 @@ class Bench:
 
 
 async def ceiling_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> float:
-    """Consume, rate (Elo, k 32, on a dict), produce one event per participant, commit
-    after each fetched batch; seconds from the first record to the last commit."""
+    """Consume, rate and build the events as the worker does (bench/elo_job.py: per-league
+    state, the worker's event bytes per participant), produce them keyed by league in record
+    batches of up to 512 KiB (the worker's size), commit after each fetched batch; seconds
+    from the first record to the last commit."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"ceiling-{time.time_ns()}",
                                 enable_auto_commit=False, auto_offset_reset="earliest")
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, enable_idempotence=False)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, enable_idempotence=False,
+                                max_batch_size=512 * 1024, max_request_size=2 * 1024 * 1024)
     await consumer.start()
     await producer.start()
-    ratings: dict[tuple[str, str], float] = {}
+    leagues: dict[bytes, dict[str, list]] = {}
     done, started = 0, None
     try:
         while done < n:
@@ -388,9 +430,11 @@ async def ceiling_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> fl
             futures = []
             for records in batches.values():
                 for record in records:
-                    doc = orjson.loads(record.value)
-                    for change in elo(ratings, doc):
-                        futures.append(await producer.send(out_topic, orjson.dumps(change), key=record.key))
+                    players = leagues.get(record.key)
+                    if players is None:
+                        players = leagues[record.key] = {}
+                    for value in elo_job.rate(players, orjson.loads(record.value)):
+                        futures.append(await producer.send(out_topic, value, key=record.key))
                     done += 1
             await asyncio.gather(*futures)
             if batches:
@@ -399,22 +443,6 @@ async def ceiling_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> fl
         await producer.stop()
         await consumer.stop()
     return time.perf_counter() - (started or time.perf_counter())
-
-
-def elo(ratings: dict[tuple[str, str], float], doc: dict[str, Any]) -> list[dict[str, Any]]:
-    league = doc["league"]
-    (a, b) = doc["participants"]
-    keys = ((league, a["player"]), (league, b["player"]))
-    before = [ratings.get(key, 1000.0) for key in keys]
-    expect = 1.0 / (1.0 + 10.0 ** ((before[1] - before[0]) / 400.0))
-    score = 0.5 if a["rank"] == b["rank"] else float(a["rank"] < b["rank"])
-    deltas = (32.0 * (score - expect), 32.0 * (expect - score))
-    changes = []
-    for key, old, delta, part in zip(keys, before, deltas, (a, b)):
-        ratings[key] = old + delta
-        changes.append({"league": league, "match_id": doc["match_id"], "player": part["player"], "rank": part["rank"],
-                        "rating_before": old, "rating_after": old + delta, "delta": delta})
-    return changes
 
 
 async def steady_publish(bootstrap: str, topic: str, records: list[tuple[bytes, bytes, str]], rate: int,
@@ -475,6 +503,9 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             (f"(1) ceiling: aiokafka consume/Elo/produce/commit, {t['matches']:,} matches", f"{t['ceiling_matches_per_s']:,.0f} matches/s", "baseline"),
             ("(2) service: one worker, first applied to last change", f"{t['service_matches_per_s']:,.0f} matches/s",
              f"{t['ratio_service_to_ceiling']:.3f} of (1)"),
+            ("    the same job in Quix Streams, at-least-once (bench/quix_app.py)",
+             f"{t['quix']['matches_per_s']:,.0f} matches/s" if "matches_per_s" in t["quix"] else "FAILED",
+             f"service {t['ratio_service_to_quix']:.2f} x Quix" if t.get("ratio_service_to_quix") else ""),
             ("    worker start to first applied match", f"{t['worker_start_to_first_applied_s']:.1f} s", ""),
             ("(6) worker peak RSS / data dir after (2)", f"{_mb(t['worker_peak_rss_bytes'])} / {_mb(t['data_dir_bytes'])}", ""),
         ]

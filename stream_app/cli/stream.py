@@ -231,6 +231,13 @@ def add_commands(sub: Any) -> None:
         help="seconds after which the group gives a silent worker's partitions to others [RATINGS_SESSION_TIMEOUT] "
         "(default %(default)s); most of a failover's time",
     )
+    p.add_argument(
+        "--fetch-wait",
+        type=positive_seconds,
+        default=env("RATINGS_FETCH_WAIT", DEFAULTS.fetch_wait),
+        help="seconds the broker may hold a fetch of input that has not arrived [RATINGS_FETCH_WAIT] (default "
+        "%(default)s); Kafka answers at the first record, the embedded broker only when this is over",
+    )
     p.add_argument("--stop-timeout", type=positive_seconds,
                    default=env("RATINGS_STOP_TIMEOUT", DEFAULTS.stop_timeout),
                    help="seconds a batch in progress gets to finish at a rebalance or a stop [RATINGS_STOP_TIMEOUT] "

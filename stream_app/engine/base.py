@@ -192,14 +192,16 @@ class RatingSystem(ABC, Generic[S]):
         """Raise InvalidMatch if this system cannot rate the match. Systems that
         add rules call this first: it rejects teams and partial play where the
         system has none."""
-        if not self.teams and is_team_match(match):
-            i = next(i for i, x in enumerate(match.participants) if x.team is not None)
-            raise InvalidMatch(
-                "system_rule",
-                f"participants[{i}].team: the {self.name!r} system rates individuals, not teams"
-                f" (systems with teams: {', '.join(team_systems())})",
-                f"participants[{i}].team",
-            )
+        # Plain loops, not any() over a generator: this runs once per match applied.
+        if not self.teams:
+            for i, x in enumerate(match.participants):
+                if x.team is not None:
+                    raise InvalidMatch(
+                        "system_rule",
+                        f"participants[{i}].team: the {self.name!r} system rates individuals, not teams"
+                        f" (systems with teams: {', '.join(team_systems())})",
+                        f"participants[{i}].team",
+                    )
         if not self.partial_play:
             for i, x in enumerate(match.participants):
                 if x.weight != 1.0:
@@ -211,7 +213,8 @@ class RatingSystem(ABC, Generic[S]):
 
     @abstractmethod
     def rate(self, match: Match, before: Sequence[S]) -> list[RatingChange[S]]:
-        """Rate one match. `before[i]` is the state of match.participants[i].
+        """Rate one match that `check` has accepted (rating.apply_match checks
+        every match first). `before[i]` is the state of match.participants[i].
 
         Must not mutate `before`; returns one change per participant, in order.
         """

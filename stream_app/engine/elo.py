@@ -77,7 +77,6 @@ class Elo(RatingSystem[EloState]):
                     )
 
     def rate(self, match: Match, before: Sequence[EloState]) -> list[RatingChange[EloState]]:
-        self.check(match)
         p = self.params
         a, b = match.participants
         ra, rb = before[0].rating, before[1].rating

@@ -303,7 +303,6 @@ class _GlickoFamily(RatingSystem):
         raise NotImplementedError  # pragma: no cover - overridden
 
     def rate(self, match: Match, before: Sequence[Any]) -> list[RatingChange]:
-        self.check(match)
         now = match.time
         scale = self.SCALE
         n = len(before)

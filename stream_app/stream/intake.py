@@ -44,10 +44,11 @@ class InputRecord:
 
 
 class Intake:
-    def __init__(self, options: dict[str, Any], max_records: int, wait_ms: int = 100):
+    def __init__(self, options: dict[str, Any], max_records: int, wait_ms: int = 100, fetch_wait_ms: int = 500):
         self.options = options
         self.max_records = max_records
         self.wait_ms = wait_ms
+        self.fetch_wait_ms = fetch_wait_ms  # the broker's hold on a fetch (Settings.fetch_wait)
         self.owned: list[TopicPartition] = []
         self.consumer: AIOKafkaConsumer | None = None
         self._running = asyncio.Event()  # positions are valid: take input
@@ -75,7 +76,8 @@ class Intake:
             return generation is None or generation == self._generation
 
         if self.consumer is None:
-            consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest", **self.options)
+            consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest",
+                                        fetch_max_wait_ms=self.fetch_wait_ms, **self.options)
             try:
                 await consumer.start()
             except BaseException:

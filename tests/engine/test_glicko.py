@@ -371,9 +371,9 @@ def test_states(system):
 @pytest.mark.parametrize("system", [Glicko2(), Glicko()])
 def test_teams_and_partial_play_are_rejected(system):
     with pytest.raises(InvalidMatch, match="team"):
-        system.rate(_match([1, 2], teams=["a", "b"]), [system.initial_state()] * 2)
+        system.check(_match([1, 2], teams=["a", "b"]))
     with pytest.raises(InvalidMatch, match="weight"):
-        system.rate(_match([1, 2], weights=[1.0, 0.5]), [system.initial_state()] * 2)
+        system.check(_match([1, 2], weights=[1.0, 0.5]))
 
 
 def test_large_round_runs():
