@@ -513,7 +513,7 @@ def known_metric_names() -> set[str]:
 
     names = set()
     for value in vars(metrics).values():
-        if isinstance(value, MetricWrapperBase):
+        if isinstance(value, (MetricWrapperBase, metrics.BatchHistogram)):
             names |= _exposed(value.describe())
     registry = CollectorRegistry()
     FaustMetrics.create(registry, "faust")  # the worker's setup_prometheus_sensors(app, name_prefix="faust")
