@@ -10,7 +10,7 @@ points_method 2 R'_a = R_a + K (S_a - E_a) + sign(S_a - E_a) * L * P_a / (P_a + 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from .base import InvalidMatch, Match, Params, PlayerState, RatingChange, RatingSystem, require
 
@@ -34,6 +34,10 @@ class EloParams(Params):
 class EloState(PlayerState):
     rating: float
     matches: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        # The base class's reads the fields by name; two-player leagues call this per participant.
+        return {"rating": self.rating, "matches": self.matches}
 
 
 def expected_score(rating: float, opponent: float, scale: float) -> float:

@@ -66,6 +66,7 @@ class PartitionLeagues:
         self.state = state
         self.config = config
         self.stored: dict[str, dict[str, Any]] = {}  # the records of the players read (last_time, snap)
+        self.keys: dict[str, bytes] = {}  # the players' keys, built once per match
 
     # -- applying at the end of the log ----------------------------------------------------
     def league(self, league: str) -> dict[str, Any] | None:
@@ -78,9 +79,11 @@ class PartitionLeagues:
         get = self.state.get
         from_dict = system.state_from_dict
         stored = self.stored
+        keys = self.keys
         found = []
         for name in names:
-            raw = get(PLAYERS, player_key(league, name))
+            key = keys[name] = player_key(league, name)
+            raw = get(PLAYERS, key)
             if raw is None:
                 found.append(None)
                 continue
@@ -105,7 +108,8 @@ class PartitionLeagues:
                 value[LAST_TIME] = last
             if boundary:
                 value[SNAP] = boundary
-            put(PLAYERS, player_key(league, name), value)
+            key = self.keys.get(name)
+            put(PLAYERS, player_key(league, name) if key is None else key, value)
         if place.new:
             put(MATCHES, match_key(league, match.match_id), {"key": place.key.hex()})
             self.state.put_new(LOG, log_key(league, place.key), log_entry(match))

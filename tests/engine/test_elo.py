@@ -125,3 +125,12 @@ def test_bad_parameters_name_the_key(params, key):
     with pytest.raises(ParamError) as err:
         make_system("elo", params)
     assert err.value.key == key
+
+
+def test_the_state_dict_has_every_field():
+    import dataclasses
+
+    from stream_app.engine.elo import EloState
+
+    state = EloState(1012.5, 7)
+    assert state.to_dict() == dataclasses.asdict(state) and EloState.from_dict(state.to_dict()) == state
