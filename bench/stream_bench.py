@@ -11,8 +11,11 @@ this benchmark starts and stops itself, next to a baseline from the same run:
    job as a Quix Streams application (bench/quix_app.py: RocksDB state with
    changelogs, at-least-once) on the same input, from its first processed
    match to the last of its events read back;
-3. latency at a steady rate (2,000 matches/s for 30 s, fresh topics, worker
-   running and caught up): publish time to each rating-changed event's arrival;
+3. latency at a steady rate (2,000 and 500 matches/s for 30 s each, fresh topics,
+   worker running and caught up): publish time to each rating-changed event's
+   arrival; then again with a worker whose input fetch is held 0.5 s (aiokafka's
+   default, the worker's before issue #18: the embedded broker holds an empty
+   fetch that long), on a broker of its own;
 4. `elo-mmr` rounds of 1,000 and 5,000 participants: publish to the round's
    last rating-changed event;
 5. the Codeforces file (280,701 players) ingested by a worker with the fast
@@ -75,6 +78,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--latency-rates", default="2000,500",
                    help="matches/s for (3), one run each (default %(default)s: the issue's rate, and one below saturation)")
     p.add_argument("--latency-seconds", type=float, help="duration of (3) (default 30; quick 10)")
+    p.add_argument("--before-fetch-wait", type=float, default=0.5,
+                   help="(3) again with the worker's input fetch held this long, as before issue #18 "
+                   "(aiokafka's default; default %(default)s; 0: skip)")
+    p.add_argument("--before-rates", default="500,2000", help="rates of that run (default %(default)s)")
     p.add_argument("--mmr-sizes", default="1000,5000", help="participants per elo-mmr round (default %(default)s)")
     p.add_argument("--mmr-rounds", type=int, help="rounds per size (default 4; quick 2)")
     p.add_argument("--codeforces-contests", type=int, default=0, help="first N contests of the file (default all)")
@@ -113,9 +120,10 @@ class Bench:
         self.brokers.append(broker)
         return broker
 
-    def worker(self, broker: EmbeddedBroker, topics: Topics, app_id: str, name: str, config: Path | None = None) -> Worker:
+    def worker(self, broker: EmbeddedBroker, topics: Topics, app_id: str, name: str, config: Path | None = None,
+               extra_args: list[str] = ()) -> Worker:
         data = self.tmp / f"data-{name}"
-        worker = Worker(broker.url, topics, app_id, data, config or self.config, self.tmp, name)
+        worker = Worker(broker.url, topics, app_id, data, config or self.config, self.tmp, name, extra_args=list(extra_args))
         self.workers.append(worker)
         return worker
 
@@ -251,6 +259,16 @@ class Bench:
     # -- (3) and (4) ---------------------------------------------------------------------
 
     def latency_and_mmr(self) -> dict[str, Any]:
+        result = self.live([int(r) for r in self.args.latency_rates.split(",")], mmr="mmr" in self.args.stages)
+        if "latency" in self.args.stages and self.args.before_fetch_wait:
+            # The same latency with the input fetch held as long as before issue #18, with its own
+            # broker and worker (a fresh broker, as the run above had).
+            before = self.live([int(r) for r in self.args.before_rates.split(",")], mmr=False,
+                               extra_args=["--fetch-wait", str(self.args.before_fetch_wait)])
+            result["latency_before"] = {"fetch_wait": self.args.before_fetch_wait, **before.get("latency", {})}
+        return result
+
+    def live(self, rates: list[int], mmr: bool, extra_args: list[str] = ()) -> dict[str, Any]:
         args = self.args
         broker = self.broker()
         topics = Topics("live")
@@ -275,7 +293,7 @@ class Bench:
 
         collector = Collector(broker.bootstrap, topics.changes, on_event, max_wait_ms=5)
         collector.start()
-        worker = self.worker(broker, topics, "live", "live")
+        worker = self.worker(broker, topics, "live", f"live-{len(self.workers)}", extra_args=extra_args)
         result: dict[str, Any] = {}
         try:
             rng = random.Random(3)
@@ -285,7 +303,7 @@ class Bench:
             asyncio.run(publish(broker.bootstrap, topics.match, keyed(warm)))
             worker.wait(lambda h: h["applied"] >= len(warm), 300, "warm-up applied")
             log(f"latency: worker up and caught up ({time.time() - worker.started:.0f} s after start)")
-            for rate in (int(r) for r in args.latency_rates.split(",") if "latency" in args.stages):
+            for rate in (rates if "latency" in args.stages else []):
                 latencies.clear()
                 match_latencies.clear()
                 count = int(rate * args.latency_seconds)
@@ -303,7 +321,7 @@ class Bench:
                 }
                 log(f"latency at {rate:,}/s: p50 {stats['p50'] * 1000:.0f} ms, p99 {stats['p99'] * 1000:.0f} ms, "
                     f"max {stats['max'] * 1000:.0f} ms")
-            if "mmr" in args.stages:
+            if mmr:
                 result["mmr"] = self.mmr_rounds(broker, topics, expected, finished, collector, worker)
             result["worker_peak_rss_bytes"] = vm_hwm(worker.pid)
         finally:
@@ -514,6 +532,14 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         rows.append((f"(3) latency at {lat['rate']:,}/s for {lat['seconds']:.0f} s (publish to change)",
                      f"p50 {e['p50'] * 1e3:,.0f} ms, p99 {e['p99'] * 1e3:,.0f} ms, max {e['max'] * 1e3:,.0f} ms",
                      f"sent {lat['publish_rate_achieved']:,.0f}/s, done {lat['processed_rate']:,.0f}/s"))
+    before = results.get("latency_before") or {}
+    for key, lat in before.items():
+        if key == "fetch_wait":
+            continue
+        e = lat["event_s"]
+        rows.append((f"    the same with the input fetch held {before['fetch_wait']} s (before #18)",
+                     f"p50 {e['p50'] * 1e3:,.0f} ms, p99 {e['p99'] * 1e3:,.0f} ms, max {e['max'] * 1e3:,.0f} ms",
+                     f"at {lat['rate']:,}/s"))
     for size, m in (results.get("mmr") or {}).items():
         later = m["later_rounds_median_s"]
         rows.append((f"(4) elo-mmr round of {int(size):,} (publish to last change)",
@@ -557,7 +583,8 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict[str, Any]:
                 results[name] = {"error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
                 bench.stop_all()
         live = results.pop("live", {})
-        results.update({("live_error" if k == "error" else k): v for k, v in live.items() if k in ("latency", "mmr", "error")})
+        results.update({("live_error" if k == "error" else k): v for k, v in live.items()
+                        if k in ("latency", "latency_before", "mmr", "error")})
         results["live_worker_peak_rss_bytes"] = live.get("worker_peak_rss_bytes")
     finally:
         results["worker_log_problems"] = bench.problems
