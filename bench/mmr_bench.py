@@ -167,14 +167,18 @@ def whole_file(path: Path = CODEFORCES) -> dict:
     report = replay(path, ledger, progress=False)
     ours = report.seconds
     figures = accuracy.report()
-    # Like for like with the reference's figure (read + rate, no metrics).
+    players = ledger.player_count
+    # Like for like with the reference's figure (read + rate, no metrics), and
+    # as `ratings replay` runs: without the first replay's ledger (every state
+    # and match) still in memory.
+    del ledger, accuracy
     bare = replay(path, Ledger(LeagueConfig.from_toml(FAST_TOML, "mmr_bench")), progress=False).seconds
     measure = os.environ.get("MMR_BENCH_REFERENCE_ACCURACY") == "1"
     theirs, ref_figures = _reference_file(em, path, measure)
     ref_figures = ref_figures or dict(REFERENCE_ACCURACY)
     result = {
         "contests": report.matches,
-        "players": ledger.player_count,
+        "players": players,
         "ours_s": ours,
         "ours_without_metrics_s": bare,
         "reference_s": theirs,

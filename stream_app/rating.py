@@ -52,6 +52,10 @@ VOIDED = {"voided": True}  # the place of a voided match: its match_id stays use
 class LeagueState(Protocol):
     """The records `apply` reads and writes."""
 
+    # Whether `save` stores history entries: `apply` builds them only then (a
+    # replay without --history would build 3 million dicts for nothing).
+    keeps_history: bool
+
     # -- what applying a match at the end of the log needs ------------------------------
     def league(self, league: str) -> dict[str, Any] | None:
         """The league's record {"algorithm", "matches", "players", ...}; None before its first match."""
@@ -269,7 +273,7 @@ def apply_at(rule: LeagueRule, state: LeagueState, record: dict[str, Any], match
     if match.time is not None and (latest is None or match.time > latest):
         after["latest_time"] = match.time  # the league's latest occurred_at: inactivity counts from it
     history = []
-    if rule.options.history_max != 0:
+    if rule.options.history_max != 0 and state.keeps_history:
         occurred_at = None if match.time is None else format_time(match.time)
         history = [history_entry(match, participant, change, occurred_at)
                    for participant, change in zip(match.participants, changes)]

@@ -234,6 +234,7 @@ class _Rerating:
         self.state = state
         self.league = league
         self.working = working
+        self.keeps_history = state.keeps_history
 
     def players(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerState | None]:
         get = self.working.get

@@ -105,7 +105,15 @@ def test_each_participant_gets_a_history_entry_numbered_by_its_match_count():
 
 def test_history_entries_carry_the_uncertainty_of_systems_that_have_one_and_none_when_history_max_is_0():
     config = LeagueConfig.from_toml('[default]\nalgorithm = "elo-mmr"\n[leagues."quiet"]\nalgorithm = "elo"\nhistory_max = 0\n')
-    ledger = Ledger(config)
+    ledger = Ledger(config, keep_history=True)
     applied = apply_match(config, ledger, match("1", "a", "b", "c"))
     assert [entry["uncertainty"] for entry in applied.history] == [change.after.sigma for change in applied.changes]
     assert apply_match(config, ledger, match("1", "a", "b", league="quiet")).history == []
+
+
+def test_no_history_entries_are_built_for_a_state_that_does_not_keep_them():
+    ledger = Ledger(CONFIG)  # as `ratings replay` without --history
+    assert not ledger.keeps_history
+    applied = apply_match(CONFIG, ledger, match("1", "a", "b"))
+    assert applied.history == [] and ledger.histories == {}
+    assert ledger.state("chess", "a") == applied.changes[0].after

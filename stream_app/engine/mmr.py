@@ -56,6 +56,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Callable, ClassVar, Sequence
@@ -77,10 +78,14 @@ REL_TOL = 1e-7
 # Rows of a window evaluation are taken by blocks of about this many cells
 # (the work buffer then stays in the core's cache: a quarter faster).
 WINDOW_BLOCK_CELLS = 1 << 15
-# Rounds with at least this many window cells are solved in two halves, one
-# on a helper thread: NumPy releases the GIL in its loops, and handing the
-# work over costs about 0.1 ms.
+# Rounds with at least this many window cells are solved in parts by this
+# thread and a helper thread together: NumPy releases the GIL in its loops,
+# and handing the work over costs about 0.1 ms.
 SPLIT_CELLS = 1 << 16
+# Cells of one such part (there are at least two). Whichever thread is free
+# takes the next part, so that neither waits long for the other when other
+# programs take a core away for a while.
+PART_CELLS = 1 << 18
 
 
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -88,21 +93,46 @@ _HELPER: ThreadPoolExecutor | None = None
 _HELPER_LOCK = threading.Lock()
 
 
-def _split_rows(solve: Callable[[slice], np.ndarray], n: int, cells: int) -> np.ndarray:
-    """solve(slice(0, n)), or its two halves at once when the round is big."""
+def _nothing() -> None:
+    return None
+
+
+def _split_rows(solve: Callable[[slice], np.ndarray], n: int, cells: int,
+                first: Callable[[], Any] = _nothing) -> tuple[np.ndarray, Any]:
+    """(solve(slice(0, n)), first()). For a big round the solve is computed by
+    parts on this thread and a helper thread, and this thread runs `first`
+    (other work of the round) while the helper starts on the parts. Rows are
+    independent: the parts give the same bits."""
     global _HELPER
     if cells < SPLIT_CELLS or n < 2 or _CORES < 2:
-        return solve(slice(0, n))
+        done = first()
+        return solve(slice(0, n)), done
     with _HELPER_LOCK:
         if _HELPER is None:
             _HELPER = ThreadPoolExecutor(1, thread_name_prefix="elo-mmr")
-    half = n // 2
-    other = _HELPER.submit(solve, slice(half, n))
+    count = min(n, max(2, cells // PART_CELLS))
+    bounds = [n * k // count for k in range(count + 1)]
+    results: list[np.ndarray] = [np.empty(0)] * count
+    parts = iter(range(count))  # shared: each next() hands a part to one thread
+
+    def work(before: Callable[[], Any] = _nothing) -> Any:
+        try:
+            done = before()
+            for k in parts:
+                results[k] = solve(slice(bounds[k], bounds[k + 1]))
+        except BaseException:
+            for _ in parts:  # leave the other thread nothing more to start
+                pass
+            raise
+        return done
+
+    other = _HELPER.submit(work)
     try:
-        first = solve(slice(0, half))
+        done = work(first)
     finally:
-        second = other.result()
-    return np.concatenate((first, second))
+        if not other.cancel():  # cancelled: it had not started, and has nothing left
+            other.result()
+    return np.concatenate(results), done
 
 
 @dataclass(frozen=True)
@@ -450,6 +480,9 @@ class _EloMmrBase(RatingSystem[MmrState]):
     has_uncertainty = True
     gaussian: ClassVar[bool]
     params: EloMmxParams
+    # The numbers a round reads from each state: rating, sigma and matches,
+    # then what the system's _diffuse needs.
+    _numbers: ClassVar[tuple[str, ...]] = ("rating", "sigma", "matches")
 
     def initial_state(self) -> MmrState:
         p = self.params
@@ -490,9 +523,9 @@ class _EloMmrBase(RatingSystem[MmrState]):
             return changes
         lo = np.searchsorted(np.sort(ranks), ranks, side="left").astype(np.int64)  # 0-based place
 
-        mu = np.fromiter(map(_RATING, before), float, n)
-        sig = np.fromiter(map(_SIGMA, before), float, n)
-        matches = np.fromiter(map(_MATCHES, before), np.int64, n)
+        numbers = _gather(before, self._numbers)
+        mu, sig = numbers[0], numbers[1]
+        matches = numbers[2].astype(np.int64)
         days = np.zeros(n)
         if match.time is not None and p.drift_per_day > 0:
             last = np.fromiter((match.time if s.last_time is None else s.last_time for s in before), float, n)
@@ -501,18 +534,23 @@ class _EloMmrBase(RatingSystem[MmrState]):
         beta = p.perf_sigma(w)
         gamma2 = p.drift_variance(w, days)
 
-        # Diffusion, then the performance terms.
-        post = self._diffuse(before, mu, sig, gamma2)
-        sig = post["sigma"]
+        # Diffusion: the new deviations now; the rest of it (Elo-MMR's factors)
+        # only _finish needs, so it is done while a helper thread starts on the
+        # performances.
+        diffused = np.hypot(sig, np.sqrt(gamma2))
         if self.teams and any(x.team is not None or x.weight != 1.0 for x in match.participants):
-            return self._rate_teams(match, before, post, mu, sig, beta, ranks)
-        terms = _Terms(mu, np.hypot(sig, beta), lo, p.subsample_bucket)
-        perf = self._performances(terms, mu, lo)
-        return self._finish(match, before, post, mu, sig, beta, perf)
+            return self._rate_teams(match, before, mu, diffused, beta, ranks)
+        terms = _Terms(mu, np.hypot(diffused, beta), lo, p.subsample_bucket)
+        perf, post = self._performances(terms, mu, lo, partial(self._diffuse, before, mu, sig, diffused, numbers[3:]))
+        return self._finish(match, before, post, mu, diffused, beta, perf)
 
     # ---- phase 0: diffusion ----
 
-    def _diffuse(self, before: Sequence[MmrState], mu: np.ndarray, sig: np.ndarray, gamma2: np.ndarray) -> dict:
+    def _diffuse(self, before: Sequence[MmrState], mu: np.ndarray, sig: np.ndarray, diffused: np.ndarray,
+                 extra: np.ndarray) -> Any:
+        """What _finish needs of the diffusion besides the new deviations
+        `diffused`. `extra`: the numbers of the states named in _numbers after
+        the first three."""
         raise NotImplementedError
 
     # ---- phase 1: performance ----
@@ -525,7 +563,9 @@ class _EloMmrBase(RatingSystem[MmrState]):
         hi_b = np.full(n, terms.mu.max() + spread)
         return lo_b, hi_b, REL_TOL * terms.delta.min()
 
-    def _performances(self, terms: _Terms, mu: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    def _performances(self, terms: _Terms, mu: np.ndarray, lo: np.ndarray,
+                      first: Callable[[], Any] = _nothing) -> tuple[np.ndarray, Any]:
+        """(the performances, first()): `first` may run while they are solved."""
         raise NotImplementedError
 
     def _window_matrix(self, terms: _Terms, mu: np.ndarray, lo: np.ndarray):
@@ -542,7 +582,7 @@ class _EloMmrBase(RatingSystem[MmrState]):
     def _finish(self, match, before, post, mu, sig, beta, perf) -> list[RatingChange[MmrState]]:
         raise NotImplementedError
 
-    def _rate_teams(self, match, before, post, mu, sig, beta, ranks) -> list[RatingChange[MmrState]]:
+    def _rate_teams(self, match, before, mu, sig, beta, ranks) -> list[RatingChange[MmrState]]:
         raise NotImplementedError
 
 
@@ -553,20 +593,18 @@ class EloMmr(_EloMmrBase):
     Params = EloMmrParams
     gaussian = False
     params: EloMmrParams
+    _numbers = ("rating", "sigma", "matches", "gauss_mu", "gauss_sigma", "perf_scale")
 
-    def _diffuse(self, before, mu, sig, gamma2):
+    def _diffuse(self, before, mu, sig, diffused, extra):
         n = len(before)
         hists = list(map(_HISTORY, before))
         lens = np.fromiter(map(len, hists), np.int64, n) // _FACTOR_BYTES
         flat = np.frombuffer(b"".join(hists), dtype=np.float64)
         hp, ha, hw = flat.reshape(-1, 3).T.copy()  # hw: undecayed
         owner = np.repeat(np.arange(n), lens)
-        gmu = np.fromiter(map(_GAUSS_MU, before), float, n)
-        gsig = np.fromiter(map(_GAUSS_SIGMA, before), float, n)
-        scale = np.fromiter(map(_PERF_SCALE, before), float, n)
+        gmu, gsig, scale = extra
 
-        sig_new = np.hypot(sig, np.sqrt(gamma2))
-        decay = (sig / sig_new) ** 2
+        decay = (sig / diffused) ** 2
         transfer = decay**self.params.rho
         wn_old = gsig**-2.0
         hist_weight = scale * segment_sum(ha * hw, owner, n) * (2.0 / TANH_MULTIPLIER**2)
@@ -577,16 +615,17 @@ class EloMmr(_EloMmrBase):
         gsig = 1.0 / np.sqrt(decay * total_w)
         # Every weight decays by transfer * decay: one factor per player.
         scale = scale * (transfer * decay)
-        return {"sigma": sig_new, "gmu": gmu, "gsig": gsig, "lens": lens, "hp": hp, "ha": ha, "hw": hw, "owner": owner, "scale": scale}
+        return {"gmu": gmu, "gsig": gsig, "lens": lens, "hp": hp, "ha": ha, "hw": hw, "owner": owner, "scale": scale}
 
-    def _performances(self, terms, mu, lo):
+    def _performances(self, terms, mu, lo, first=_nothing):
         split = self.params.split_ties
         w = TANH_MULTIPLIER / terms.delta  # w_out of each term
         a = 0.5 * w  # w_arg
         lo_b, hi_b, tol = self._bracket(terms)
         full = self.params.subsample_size is None or self.params.subsample_size >= terms.m
         if full and terms.n * terms.m > DENSE_LIMIT:
-            return self._performances_exact(terms, mu, lo, w, a, lo_b, hi_b, tol)
+            done = first()
+            return self._performances_exact(terms, mu, lo, w, a, lo_b, hi_b, tol), done
 
         beg, end = terms.windows(mu, self.params.subsample_size)
         width = int((end - beg).max())
@@ -611,7 +650,7 @@ class EloMmr(_EloMmrBase):
             evaluate = _WindowSlope(const, coef, arg, carg)
             return solve_decreasing(evaluate, guess[rows], lo_b[rows], hi_b[rows], tol)
 
-        return _split_rows(solve, terms.n, terms.n * width)
+        return _split_rows(solve, terms.n, terms.n * width, first)
 
     def _performances_exact(self, terms, mu, lo, w, a, lo_b, hi_b, tol):
         """Every opponent: f_i(x) = C_i - F(x) - E_i(x), F shared by all players,
@@ -730,38 +769,41 @@ class EloMmr(_EloMmrBase):
             evaluate = _PosteriorSlope(rows.stop - rows.start, *factors, *player)
             return solve_decreasing(evaluate, mu[rows], lo_b[rows], hi_b[rows], tol)
 
-        new_mu = _split_rows(solve, n, len(k_p))
         new_sig = 1.0 / np.sqrt(sig**-2.0 + beta**-2.0)
 
-        # New histories, all in one buffer: the kept factors (a suffix of the
-        # old ones) then the new factor, its weight stored undecayed (/ scale).
-        # A scale this small (hundreds of rounds, or rho = infinity) is folded
-        # into the stored weights, so that new ones stay representable.
-        small = scale < _MIN_SCALE
-        new_len = lens - drop + 1
-        new_end = np.cumsum(new_len)
-        new_start = new_end - new_len
-        out = np.empty((int(new_end[-1]), 3))
-        if len(k_p):
-            kept_w = hw_raw if not drop.any() else hw_raw[kept]
-            if small.any():
-                kept_w = np.where(small[k_owner], k_w, kept_w)
-            k_index = np.arange(len(hp)) if not drop.any() else np.flatnonzero(kept)
-            dest = k_index + (new_start - (np.cumsum(lens) - lens) - drop)[k_owner]
-            out[dest, 0] = k_p
-            out[dest, 1] = k_a
-            out[dest, 2] = kept_w
-        last = new_end - 1
-        out[last, 0] = perf
-        out[last, 1] = new_a
-        out[last, 2] = np.where(small, new_w, new_w / np.where(small, 1.0, scale))
-        buf = out.tobytes()
-        bounds = (new_start * _FACTOR_BYTES).tolist()
-        bounds.append(int(new_end[-1]) * _FACTOR_BYTES)
+        def histories() -> tuple[bytes, list[int], tuple[list[float], ...]]:
+            # New histories, all in one buffer: the kept factors (a suffix of
+            # the old ones) then the new factor, its weight stored undecayed
+            # (/ scale). A scale this small (hundreds of rounds, or rho =
+            # infinity) is folded into the stored weights, so that new ones
+            # stay representable. With the numbers of the new states that do
+            # not depend on the new ratings, as lists: all of it is done while
+            # a helper thread starts on the ratings.
+            small = scale < _MIN_SCALE
+            new_len = lens - drop + 1
+            new_end = np.cumsum(new_len)
+            new_start = new_end - new_len
+            out = np.empty((int(new_end[-1]), 3))
+            if len(k_p):
+                kept_w = hw_raw if not drop.any() else hw_raw[kept]
+                if small.any():
+                    kept_w = np.where(small[k_owner], k_w, kept_w)
+                k_index = np.arange(len(hp)) if not drop.any() else np.flatnonzero(kept)
+                dest = k_index + (new_start - (np.cumsum(lens) - lens) - drop)[k_owner]
+                out[dest, 0] = k_p
+                out[dest, 1] = k_a
+                out[dest, 2] = kept_w
+            last = new_end - 1
+            out[last, 0] = perf
+            out[last, 1] = new_a
+            out[last, 2] = np.where(small, new_w, new_w / np.where(small, 1.0, scale))
+            bounds = (new_start * _FACTOR_BYTES).tolist()
+            bounds.append(int(new_end[-1]) * _FACTOR_BYTES)
+            numbers = (new_sig.tolist(), gmu.tolist(), gsig.tolist(), np.where(small, 1.0, scale).tolist(), perf.tolist())
+            return out.tobytes(), bounds, numbers
 
-        mu_l, sig_l, gmu_l, gsig_l = new_mu.tolist(), new_sig.tolist(), gmu.tolist(), gsig.tolist()
-        perf_l = perf.tolist()
-        scale_l = np.where(small, 1.0, scale).tolist()
+        new_mu, (buf, bounds, (sig_l, gmu_l, gsig_l, scale_l, perf_l)) = _split_rows(solve, n, len(k_p), histories)
+        mu_l = new_mu.tolist()
         shown_l = (new_mu - 3.0 * (new_sig - p.sig_limit)).tolist()
         return _build_changes(
             match.participants, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, shown_l, perf_l, buf, match.time, p.sig_limit
@@ -876,18 +918,21 @@ class _PosteriorSlope:
         return -val, -der
 
 
-_GAUSS_MU = attrgetter("gauss_mu")
-_GAUSS_SIGMA = attrgetter("gauss_sigma")
-_PERF_SCALE = attrgetter("perf_scale")
 _HISTORY = attrgetter("history")
 _RANK = attrgetter("rank")
 _WEIGHT = attrgetter("weight")
-_RATING = attrgetter("rating")
-_SIGMA = attrgetter("sigma")
-_MATCHES = attrgetter("matches")
 # Below this the scale is folded into the stored weights (after ~700 rounds
 # with the defaults, where each round decays the weights by about 0.69).
 _MIN_SCALE = 1e-100
+
+
+def _gather(states: Sequence[Any], names: tuple[str, ...]) -> np.ndarray:
+    """The named numbers (two names or more) of every state as float rows, one
+    per name, read in one pass: most of a gather's time goes to fetching each
+    state and its numbers from memory, which one pass does once."""
+    n, k = len(states), len(names)
+    flat = np.fromiter(chain.from_iterable(map(attrgetter(*names), states)), float, n * k)
+    return flat.reshape(n, k).T.copy()
 
 
 def _build_changes(parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, shown_l, perf_l, buf, t, sig_limit):
@@ -913,15 +958,16 @@ class EloMmx(_EloMmrBase):
     teams = True
     partial_play = True
 
-    def _diffuse(self, before, mu, sig, gamma2):
-        return {"sigma": np.hypot(sig, np.sqrt(gamma2))}
+    def _diffuse(self, before, mu, sig, diffused, extra):
+        return None  # the posterior stays one Gaussian: the new deviations are all
 
-    def _performances(self, terms, mu, lo):
+    def _performances(self, terms, mu, lo, first=_nothing):
+        done = first()
         split = self.params.split_ties
         lo_b, hi_b, tol = self._bracket(terms)
         full = self.params.subsample_size is None or self.params.subsample_size >= terms.m
         if full and terms.n * terms.m > DENSE_LIMIT:
-            return self._performances_exact(terms, mu, lo, lo_b, hi_b, tol)
+            return self._performances_exact(terms, mu, lo, lo_b, hi_b, tol), done
         cols, valid, less, equal, greater, _, _ = self._window_matrix(terms, mu, lo)
         zero = ~valid
         less = np.where(zero, 0, less).astype(float)
@@ -950,7 +996,7 @@ class EloMmx(_EloMmrBase):
             fp = (gi * g_der + li * l_der + ei * e_der).sum(axis=1)
             return f, fp
 
-        return solve_decreasing(evaluate, mu, lo_b, hi_b, tol)
+        return solve_decreasing(evaluate, mu, lo_b, hi_b, tol), done
 
     def _performances_exact(self, terms, mu, lo, lo_b, hi_b, tol):
         """Every opponent, one member at a time (merged terms only matter when
@@ -989,7 +1035,7 @@ class EloMmx(_EloMmrBase):
 
         return solve_decreasing(evaluate, mu, lo_b, hi_b, tol)
 
-    def _rate_teams(self, match, before, post, mu, sig, beta, ranks):
+    def _rate_teams(self, match, before, mu, sig, beta, ranks):
         """A team's performance is the sum of its members' performances, each
         weighted by the member's share of play: P = sum w_i p_i, with p_i ~
         N(s_i, beta_i^2) and the skills s_i ~ N(mu_i, sigma_i^2) independent. So
@@ -1018,11 +1064,11 @@ class EloMmx(_EloMmrBase):
         delta_t = np.where(alone, np.hypot(sig[first], beta[first]), np.sqrt(skill_var + perf_var))
         rank_t = ranks[first]
         lo_t = np.searchsorted(np.sort(rank_t), rank_t, side="left").astype(np.int64)
-        perf_t = self._performances(_Terms(mu_t, delta_t, lo_t, self.params.subsample_bucket), mu_t, lo_t)
+        perf_t, _ = self._performances(_Terms(mu_t, delta_t, lo_t, self.params.subsample_bucket), mu_t, lo_t)
         rest = (skill_var[team] - (w * sig) ** 2) + perf_var[team]
         seen_beta = np.where(alone[team], beta, np.sqrt(np.maximum(rest, 0.0)) / w)
         seen_perf = (perf_t[team] - (mu_t[team] - w * mu)) / w
-        return self._finish(match, before, post, mu, sig, seen_beta, seen_perf)
+        return self._finish(match, before, None, mu, sig, seen_beta, seen_perf)
 
     def _finish(self, match, before, post, mu, sig, beta, perf):
         p = self.params

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import attrgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_not
 from typing import Sequence
 
 import numpy as np
@@ -36,8 +36,7 @@ from ..engine import Match, PlayerState, is_team_match, team_members
 EXPERIENCED = 5
 MSE_MAX_PAIRS = 100_000
 _RANK = attrgetter("rank")
-_RATING = attrgetter("rating")
-_MATCHES = attrgetter("matches")
+_RATING_MATCHES = attrgetter("rating", "matches")
 
 
 def subset_places(ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -192,11 +191,14 @@ class Accuracy:
 
 def _individuals(match: Match, prior: Sequence[PlayerState | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Ranks, ratings and matches played of the participants who have a rating."""
-    has = [state is not None for state in prior]
+    has = list(map(is_not, prior, repeat(None)))
     states = list(compress(prior, has))
     n = len(states)
+    # Rating and matches in one pass over the states: fetching each state from
+    # memory is most of the cost. Match counts are exact as floats.
+    numbers = np.fromiter(chain.from_iterable(map(_RATING_MATCHES, states)), float, 2 * n).reshape(n, 2)
     return (np.fromiter(map(_RANK, compress(match.participants, has)), np.int64, n),
-            np.fromiter(map(_RATING, states), float, n), np.fromiter(map(_MATCHES, states), np.int64, n))
+            numbers[:, 0].copy(), numbers[:, 1].astype(np.int64))
 
 
 def _teams(match: Match, prior: Sequence[PlayerState | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

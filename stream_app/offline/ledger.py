@@ -32,7 +32,7 @@ class Ledger:
         self.snapshot_rows: dict[str, dict[int, dict[str, PlayerRecord | None]]] = {}  # league -> boundary -> player -> record
         self.workings: dict[str, MemoryRecords] = {}  # league -> a re-rate's working records
         self.jobs: dict[str, dict[str, Any]] = {}  # league -> a re-rate job stopped by a budget
-        self.keep_history = keep_history
+        self.keeps_history = keep_history
         self.histories: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}  # (league, player) -> seq -> entry
         self.applied = 0
         self.duplicates = 0
@@ -98,7 +98,7 @@ class Ledger:
         if place.opened is not None:
             self.put_boundary(league, boundary, place.key, place.opened)
         self.records[league] = applied.record
-        if self.keep_history:
+        if self.keeps_history:
             for change, entry in zip(changes, applied.history):
                 self.put_history(league, change.player, entry, match.time)
 
@@ -161,7 +161,7 @@ class Ledger:
             snaps[name] = record.snap
 
     def put_history(self, league: str, player: str, entry: dict[str, Any], time: float | None) -> None:
-        if not self.keep_history:
+        if not self.keeps_history:
             return
         entries = self.histories.setdefault((league, player), {})
         seq = entry["seq"]

@@ -7,20 +7,26 @@ file and the stream of the same file end in the same state, bit for bit.
 
 from __future__ import annotations
 
+import copyreg
 import gc
 import gzip
 import io
+import multiprocessing
+import pickle
 import queue
+import signal
 import sys
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO, Any, Callable, Iterator
 
-from ..engine import Match, PlayerState
-from ..events import BadEvent, parse_input
+from ..engine import Match, Participant, PlayerState
+from ..events import BadEvent, Correction, Void, parse_input
 from ..rerate import Rerated
 from .ledger import Ledger
 
@@ -42,17 +48,17 @@ class ReplayReport:
 class _Progress:
     """A byte-based progress bar on a terminal; nothing otherwise."""
 
-    def __init__(self, raw: IO[bytes] | None, total: int | None, enabled: bool):
-        self.raw = raw
+    def __init__(self, total: int | None, enabled: bool):
         self.bar = None
-        if enabled and raw is not None and total:
+        if enabled and total:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, unit="B", unit_scale=True, desc="replay", file=sys.stderr, leave=False)
 
-    def update(self) -> None:
-        if self.bar is not None and self.raw is not None:
-            self.bar.update(self.raw.tell() - self.bar.n)
+    def update(self, position: int) -> None:
+        """`position`: bytes of the input file read so far."""
+        if self.bar is not None:
+            self.bar.update(position - self.bar.n)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -140,6 +146,17 @@ def _observe_behind(ledger: Ledger) -> Iterator[None]:
         raise errors[0]
 
 
+# A line as parsed: its item, the BadEvent it raised, or None when blank.
+Parsed = Match | Void | Correction | BadEvent | None
+# Files at least this big are read and parsed by a forked child process (on
+# Linux), while this one rates: parsing is Python work, which a thread could
+# only do while the rating thread waits.
+READER_MIN_BYTES = 1 << 20
+# Input bytes per message from the reader: enough to make each message cheap,
+# few enough that it stays just ahead.
+_MESSAGE_BYTES = 1 << 18
+
+
 def replay(
     path: str | Path,
     ledger: Ledger,
@@ -152,7 +169,7 @@ def replay(
     report = ReplayReport()
     _tune_malloc()
     lines, raw, size = open_lines(path)
-    bar = _Progress(raw, size, sys.stderr.isatty() if progress is None else progress)
+    bar = _Progress(size, sys.stderr.isatty() if progress is None else progress)
     started = time.perf_counter()
     # The ledger keeps hundreds of thousands of states alive, none of them in
     # reference cycles; the cyclic collector would rescan them all at every
@@ -165,8 +182,10 @@ def replay(
     if unfreeze:
         gc.set_threshold(max(thresholds[0], 100_000), *thresholds[1:])
     try:
-        with _observe_behind(ledger):
-            _replay_lines(lines, ledger, report, bar, strict, on_problem, unfreeze)
+        in_child = (raw is not None and size >= READER_MIN_BYTES and sys.platform.startswith("linux")
+                    and not multiprocessing.current_process().daemon)  # a daemonic process may not start one
+        with _parsed_lines(path, lines, raw, bar, in_child) as parsed, _observe_behind(ledger):
+            _replay_lines(parsed, ledger, report, strict, on_problem, unfreeze)
     finally:
         if unfreeze:
             gc.set_threshold(*thresholds)
@@ -178,21 +197,144 @@ def replay(
     return report
 
 
+def _parse(line: bytes) -> Parsed:
+    if not line.strip():
+        return None
+    try:
+        return parse_input(line.rstrip(b"\r\n"))
+    except BadEvent as exc:
+        return exc
+
+
+@contextmanager
+def _parsed_lines(path: str | Path, lines: Iterator[bytes], raw: IO[bytes] | None, bar: _Progress,
+                  in_child: bool) -> Iterator[Iterator[tuple[int, Parsed]]]:
+    """(line number, the line parsed) for every line of the file, in order:
+    parsed here, or by a child process a few messages ahead."""
+    if not in_child:
+        yield _parse_here(lines, raw, bar)
+        return
+    receive, send = multiprocessing.Pipe(duplex=False)
+    child = multiprocessing.get_context("fork").Process(
+        target=_read_child, args=(str(path), send), name="replay-reader", daemon=True
+    )
+    child.start()
+    send.close()
+    try:
+        yield _parsed_from(receive, bar, child)
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.terminate()
+        child.join()
+
+
+def _parse_here(lines: Iterator[bytes], raw: IO[bytes] | None, bar: _Progress) -> Iterator[tuple[int, Parsed]]:
+    for number, line in enumerate(lines, start=1):
+        yield number, _parse(line)
+        if raw is not None and number % 256 == 0:
+            bar.update(raw.tell())
+
+
+def _parsed_from(receive: Connection, bar: _Progress, child: BaseProcess) -> Iterator[tuple[int, Parsed]]:
+    while True:
+        try:
+            message = receive.recv_bytes()
+        except EOFError:
+            child.join()
+            raise RuntimeError(f"the replay's reader process ended early (exit code {child.exitcode})") from None
+        batch, position, error, last = pickle.loads(message)
+        yield from batch
+        bar.update(position)
+        if error is not None:
+            raise error
+        if last:
+            return
+
+
+def _read_child(path: str, send: Connection) -> None:
+    """The reader process: every line parsed, sent in messages of
+    (lines, position, error, last). Its first error ends the file there."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the replaying process handles it
+    # The objects inherited from the replaying process are never freed here:
+    # a collection scanning them would copy their pages.
+    gc.freeze()
+    batch: list[tuple[int, Parsed]] = []
+    position = 0
+    try:
+        lines, raw, _ = open_lines(path)
+        assert raw is not None  # a file: the reader is not used for stdin
+        taken = 0
+        for number, line in enumerate(lines, start=1):
+            batch.append((number, _parse(line)))
+            taken += len(line)
+            if taken >= _MESSAGE_BYTES:
+                position = raw.tell()
+                send.send_bytes(_dumps((batch, position, None, False)))
+                batch, taken = [], 0
+        send.send_bytes(_dumps((batch, raw.tell(), None, True)))
+    except BrokenPipeError:  # the replay stopped early
+        pass
+    except Exception as exc:  # raised by the replay, after the lines read before it
+        try:
+            message = _dumps((batch, position, exc, True))
+        except (pickle.PicklingError, TypeError, AttributeError):  # its text is enough
+            message = _dumps((batch, position, RuntimeError(f"replay reader: {exc!r}"), True))
+        send.send_bytes(message)
+
+
+def _dumps(message: Any) -> bytes:
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _READER_TABLE
+    pickler.dump(message)
+    return out.getvalue()
+
+
+# A Match goes as columns, one list per field of Participant: rebuilding it
+# costs the replaying process less than parsing did, and less than unpickling
+# one object per participant would. Trailing fields left at their default in every
+# participant are not sent (the constructor gives them the same default).
+_PARTICIPANT_FIELDS = [(f.name, f.default) for f in fields(Participant)]
+
+
+def _match_columns(match: Match) -> tuple[Callable[..., Match], tuple]:
+    people = match.participants
+    columns = [[getattr(p, name) for p in people] for name, _ in _PARTICIPANT_FIELDS]
+    while len(columns) > 1 and all(v is _PARTICIPANT_FIELDS[len(columns) - 1][1] for v in columns[-1]):
+        columns.pop()
+    return _match_from_columns, (match.league, match.match_id, match.time, columns)
+
+
+def _match_from_columns(league: str, match_id: str, time: float | None, columns: list[list[Any]]) -> Match:
+    return Match(league, match_id, tuple(map(Participant, *columns)), time)
+
+
+def _bad_event_fields(exc: BadEvent) -> tuple[type[BadEvent], tuple]:
+    # Its constructor takes more than the message the default pickling keeps.
+    return type(exc), (exc.code, exc.message, exc.field, exc.league, exc.match_id)
+
+
+_READER_TABLE = copyreg.dispatch_table.copy()
+_READER_TABLE[Match] = _match_columns
+_READER_TABLE[BadEvent] = _bad_event_fields
+
+
 def _replay_lines(
-    lines: Iterator[bytes],
+    parsed: Iterator[tuple[int, Parsed]],
     ledger: Ledger,
     report: ReplayReport,
-    bar: _Progress,
     strict: bool,
     on_problem: Callable[[int, BadEvent], None] | None,
     unfreeze: bool,
 ) -> None:
-    for number, line in enumerate(lines, start=1):
+    for number, item in parsed:
         report.lines = number
-        if not line.strip():
+        if item is None:
             continue
         try:
-            item = parse_input(line.rstrip(b"\r\n"))
+            if isinstance(item, BadEvent):
+                raise item
             done = ledger.apply(item)
         except BadEvent as exc:
             if strict:
@@ -214,8 +356,6 @@ def _replay_lines(
                 report.rerates += 1
             if unfreeze:
                 gc.freeze()
-        if number % 256 == 0:
-            bar.update()
 
 
 class ReplayError(RuntimeError):

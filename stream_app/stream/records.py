@@ -62,6 +62,8 @@ class PartitionLeagues:
     """The leagues of one partition, as rating.apply reads and writes them: the
     tables' committed records plus the batch in progress (PartitionState)."""
 
+    keeps_history = True  # the API serves it
+
     def __init__(self, state: PartitionState, config: LeagueConfig):
         self.state = state
         self.config = config

@@ -6,6 +6,8 @@ round trips and parameter validation."""
 from __future__ import annotations
 
 import math
+import threading
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -502,14 +504,70 @@ def test_net_counts_agree_with_counts(seed):
     assert (count == less + equal + greater).all()
 
 
+@pytest.mark.parametrize("part_cells", [1 << 60, 4000])
 @pytest.mark.parametrize("params", [FAST, dict(FAST, split_ties=True), {"subsample_size": 30}])
-def test_rounds_split_over_two_threads_give_the_same_bits(monkeypatch, params):
-    # Big rounds are solved in two halves at once; rows are independent, so
-    # the stream worker and a replay agree exactly whatever the split.
+def test_rounds_split_over_two_threads_give_the_same_bits(monkeypatch, params, part_cells):
+    # Big rounds are solved by parts on two threads at once (two parts, or
+    # many); rows are independent, so the stream worker and a replay agree
+    # exactly whatever the split.
     rounds = _random_rounds(seed=11, count=4, pool=900, low=500, high=800)
     monkeypatch.setattr(mmr_module, "_CORES", 2)
     monkeypatch.setattr(mmr_module, "SPLIT_CELLS", 1)
+    monkeypatch.setattr(mmr_module, "PART_CELLS", part_cells)
     split = _replay(make_system("elo-mmr", params), rounds)
     monkeypatch.setattr(mmr_module, "SPLIT_CELLS", 1 << 60)
     whole = _replay(make_system("elo-mmr", params), rounds)
     assert split == whole
+
+
+def test_parts_are_each_solved_once_and_joined_in_order(monkeypatch):
+    monkeypatch.setattr(mmr_module, "_CORES", 2)
+    monkeypatch.setattr(mmr_module, "PART_CELLS", 100)
+    seen = []
+
+    def solve(rows):
+        seen.append((rows.start, rows.stop))
+        time.sleep(0.0002)  # gives the helper thread a chance to take parts
+        return np.arange(rows.start, rows.stop, dtype=float)
+
+    out, done = mmr_module._split_rows(solve, 1000, 1 << 20, first=lambda: "other work")
+    assert np.array_equal(out, np.arange(1000.0)) and done == "other work"
+    assert sorted(seen) == [(k, k + 1) for k in range(1000)]
+
+
+def test_an_error_in_a_part_is_raised_once_the_helper_has_stopped(monkeypatch):
+    monkeypatch.setattr(mmr_module, "_CORES", 2)
+    monkeypatch.setattr(mmr_module, "PART_CELLS", 100)
+    started = []
+
+    def solve(rows):
+        started.append(rows.start)
+        time.sleep(0.001)
+        if rows.start == 10:  # on whichever thread takes it
+            raise ZeroDivisionError("part failed")
+        return np.zeros(rows.stop - rows.start)
+
+    with pytest.raises(ZeroDivisionError):
+        mmr_module._split_rows(solve, 1000, 1 << 20)
+    count = len(started)
+    time.sleep(0.05)
+    assert len(started) == count < 1000  # nothing runs on afterwards, and the rest was not started
+
+
+def test_a_busy_helper_thread_is_not_waited_for(monkeypatch):
+    # When the helper thread has not started (another program has the other
+    # core, say), this thread solves every part and does not wait for it.
+    monkeypatch.setattr(mmr_module, "_CORES", 2)
+    monkeypatch.setattr(mmr_module, "PART_CELLS", 100)
+    rows = np.arange(1000.0)
+    mmr_module._split_rows(lambda part: rows[part], 1000, 1 << 20)  # the helper exists
+    release = threading.Event()
+    blocked = mmr_module._HELPER.submit(release.wait, 10)
+    try:
+        started = time.perf_counter()
+        out, _ = mmr_module._split_rows(lambda part: rows[part], 1000, 1 << 20)
+        assert time.perf_counter() - started < 5
+        assert np.array_equal(out, rows)
+    finally:
+        release.set()
+        blocked.result()
