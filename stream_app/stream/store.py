@@ -1,11 +1,15 @@
 """The worker's local state: one RocksDB database per partition, holding exactly
 the partition's last checkpoint.
 
-Each write is one RocksDB write batch of rows together with the checkpoint they
-make up, so the database is a consistent cut at every moment: after a crash
-(even of the machine: RocksDB's write-ahead log replays whole write batches or
-none) it holds some checkpoint's state, and the changelog past that
-checkpoint's record is all there is to read (stream/changelog.py).
+Each write stores rows together with the checkpoint they make up in one atomic
+step, so the database is a consistent cut at every moment: after a crash (even
+of the machine) it holds some checkpoint's state, and the changelog past that
+checkpoint's record is all there is to read (stream/changelog.py). The step is
+a RocksDB write batch (the write-ahead log replays whole write batches or
+none) or, for a write larger than a memtable (a batch of big Elo-MMR rounds, a
+restore), one table file that RocksDB ingests whole or not at all: a write
+batch would hold such rows twice more while they are written, in the batch and
+in the memtable.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch
+from rocksdict import BlockBasedOptions, Cache, IngestExternalFileOptions, Options, Rdict, SstFileWriter, WriteBatch
 
 from .changelog import Checkpoint
 
@@ -22,6 +26,7 @@ CHECKPOINT_KEY = b"\x00checkpoint"  # row keys never start with a zero byte
 # Per partition: two 8 MiB memtables; one block cache for all partitions.
 WRITE_BUFFER_BYTES = 8 * 1024 * 1024
 BLOCK_CACHE_BYTES = 32 * 1024 * 1024
+INGEST_BYTES = WRITE_BUFFER_BYTES  # values of a write that would overflow a memtable: ingested as a table file
 
 
 class LocalStore:
@@ -88,6 +93,9 @@ class LocalStore:
 
     def write(self, partition: int, rows: dict[bytes, bytes | None], checkpoint: Checkpoint) -> None:
         """Rows (None: delete the key) and their checkpoint, in one atomic write."""
+        if sum(map(len, filter(None, rows.values()))) >= INGEST_BYTES:
+            self._ingest(partition, rows, checkpoint)
+            return
         batch = WriteBatch(raw_mode=True)
         for key, value in rows.items():
             if value is None:
@@ -96,6 +104,28 @@ class LocalStore:
                 batch.put(key, value)
         batch.put(CHECKPOINT_KEY, checkpoint.encode())
         self.db(partition).write(batch)
+
+    def _ingest(self, partition: int, rows: dict[bytes, bytes | None], checkpoint: Checkpoint) -> None:
+        """The same write as one table file (keys in order), ingested: newer than
+        everything in the database, invisible to the iterators already made."""
+        db = self.db(partition)
+        path = str(self.directory / f"{partition}.ingest.sst")  # beside the database: its directory is RocksDB's
+        writer = SstFileWriter(options=self._options())
+        writer.open(path)
+        writer[CHECKPOINT_KEY] = checkpoint.encode()  # the lowest key: row keys never start with a zero byte
+        for key in sorted(rows):
+            value = rows[key]
+            if value is None:
+                del writer[key]
+            else:
+                writer[key] = value
+        writer.finish()
+        options = IngestExternalFileOptions()
+        options.set_move_files(True)  # linked into the database rather than copied
+        try:
+            db.ingest_external_file([path], options)
+        finally:  # RocksDB removes the file once ingested, not after a failure
+            Path(path).unlink(missing_ok=True)
 
     def size(self, partition: int) -> int:
         """Bytes of the partition's database files on disk."""

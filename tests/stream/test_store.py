@@ -1,13 +1,21 @@
 """The local store (stream/store.py): one RocksDB database per partition, each
-write its rows together with their checkpoint."""
+write its rows together with their checkpoint, as a write batch or, when large,
+as an ingested table file (each test that writes runs both ways)."""
 
 import pytest
 
+from stream_app.stream import store as store_module
 from stream_app.stream.changelog import Checkpoint
 from stream_app.stream.store import LocalStore
 
 
-def test_rows_and_their_checkpoint_are_stored_together_per_partition(tmp_path):
+@pytest.fixture(params=["batch", "ingested"])
+def way(request, monkeypatch):
+    monkeypatch.setattr(store_module, "INGEST_BYTES", 1 << 62 if request.param == "batch" else 0)
+    return request.param
+
+
+def test_rows_and_their_checkpoint_are_stored_together_per_partition(tmp_path, way):
     store = LocalStore(tmp_path)
     store.write(1, {b"pl\x1fb": b"2", b"pl\x1fa": b"1", b"ml\x1fa": b"3"}, Checkpoint(1, 4, {"t": 9}, 17))
     assert store.get(1, b"pl\x1fa") == b"1" and store.get(0, b"pl\x1fa") is None
@@ -30,7 +38,7 @@ def test_a_data_directory_in_use_by_another_store_is_refused_with_its_path(tmp_p
     first.close()
 
 
-def test_a_scan_sees_the_store_as_of_its_call_not_later_writes(tmp_path):
+def test_a_scan_sees_the_store_as_of_its_call_not_later_writes(tmp_path, way):
     store = LocalStore(tmp_path)
     store.write(0, {b"pa": b"1", b"pb": b"2", b"q": b"0"}, Checkpoint(1, 1, {}, 1))
     scan = store.scan(0, b"p")  # made before the write below: what standings builds rely on
@@ -40,7 +48,7 @@ def test_a_scan_sees_the_store_as_of_its_call_not_later_writes(tmp_path):
     store.close()
 
 
-def test_scan_back_pages_a_prefix_from_the_top_below_a_bound(tmp_path):
+def test_scan_back_pages_a_prefix_from_the_top_below_a_bound(tmp_path, way):
     store = LocalStore(tmp_path)
     rows = {b"h\x1fa\x1f" + i.to_bytes(8, "big"): str(i).encode() for i in range(1, 8)}
     rows[b"h\x1fb\x1f" + (1).to_bytes(8, "big")] = b"other player"
@@ -53,3 +61,23 @@ def test_scan_back_pages_a_prefix_from_the_top_below_a_bound(tmp_path):
     assert store.scan_back(0, prefix, prefix + (1).to_bytes(8, "big"), 10) == []
     assert store.scan_back(0, b"h\x1fz\x1f", b"h\x1fz\x1f" + b"\xff" * 8, 10) == []
     store.close()
+
+
+def test_a_large_write_is_ingested_whole_over_older_values_and_leaves_no_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "INGEST_BYTES", 64)
+    store = LocalStore(tmp_path)
+    store.write(0, {b"pa": b"old", b"pb": b"gone", b"pc": b"kept"}, Checkpoint(1, 1, {"t": 1}, 1))  # a write batch
+    scan = store.scan(0, b"p")
+    rows = {b"p%03d" % i: b"x" * 10 for i in range(10)}
+    rows.update({b"pa": b"new", b"pb": None, b"pz": None})  # None: deleted, present or not
+    store.write(0, rows, Checkpoint(1, 2, {"t": 5}, 9))
+    assert list(scan) == [(b"pa", b"old"), (b"pb", b"gone"), (b"pc", b"kept")]
+    assert store.get(0, b"pa") == b"new" and store.get(0, b"pb") is None and store.get(0, b"pc") == b"kept"
+    assert store.get(0, b"p007") == b"x" * 10 and store.checkpoint(0) == Checkpoint(1, 2, {"t": 5}, 9)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["0"]
+    store.write(0, {b"pa": b"small"}, Checkpoint(1, 3, {"t": 6}, 10))  # a write batch over the ingested file
+    store.close()
+    reopened = LocalStore(tmp_path)
+    assert reopened.get(0, b"pa") == b"small" and reopened.get(0, b"p009") == b"x" * 10
+    assert reopened.checkpoint(0).batch == 3
+    reopened.close()
