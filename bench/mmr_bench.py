@@ -8,7 +8,9 @@ same run:
 (b) the whole Codeforces file (../shared/data/codeforces-1071.jsonl.gz):
     ours through the code path of `ratings replay --metrics-json` (parse,
     validate, Ledger.apply, the accuracy observer), the reference from the
-    same lines (orjson, Contest objects, rate_latest). Our accuracy figures
+    same lines (orjson, Contest objects, rate_latest); each run in a process
+    of its own, ours without the metrics and the reference twice, interleaved
+    (the least of each counts). Our accuracy figures
     are printed next to the reference's; computing the reference's needs a
     rating snapshot before every contest (about 4 minutes), so by default its
     figures are the ones measured that way (REFERENCE_ACCURACY below); set
@@ -18,7 +20,10 @@ same run:
 from __future__ import annotations
 
 import gzip
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -30,7 +35,8 @@ from stream_app.leagues import LeagueConfig
 from stream_app.engine import Match, Participant, make_system
 from stream_app.offline.replay import Ledger, replay
 
-CODEFORCES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
+ROOT = Path(__file__).resolve().parent.parent
+CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
 FAST = {"subsample_size": 100, "subsample_bucket": 2.0, "max_history": 100}
 FAST_TOML = """[default]
 algorithm = "elo-mmr"
@@ -158,30 +164,59 @@ def _reference_file(em, path: Path, with_accuracy: bool) -> tuple[float, dict | 
     return seconds, accuracy.report()
 
 
+def _ours(path: str, with_metrics: bool) -> dict:
+    """One replay of the file, as `ratings replay` runs it (with --metrics-json or not)."""
+    ledger = Ledger(LeagueConfig.from_toml(FAST_TOML, "mmr_bench"))
+    accuracy = Accuracy()
+    if with_metrics:
+        ledger.observer = accuracy.observe
+    report = replay(path, ledger, progress=False)
+    return {"seconds": report.seconds, "matches": report.matches, "players": ledger.player_count,
+            "accuracy": accuracy.report() if with_metrics else None}
+
+
+def _theirs(path: str) -> dict:
+    import elo_mmr_py as em
+
+    return {"seconds": _reference_file(em, Path(path), False)[0]}
+
+
+PARTS = {"ours": lambda path: _ours(path, True), "ours-bare": lambda path: _ours(path, False), "reference": _theirs}
+
+
+def _fresh(part: str, path: Path) -> dict:
+    """A part run in a process of its own, as a user runs it: no heap left by the
+    parts before, both cores free for its threads."""
+    done = subprocess.run([sys.executable, "-m", "bench.mmr_bench", part, str(path)], cwd=ROOT,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"mmr bench part {part!r} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def whole_file(path: Path = CODEFORCES) -> dict:
     import elo_mmr_py as em
 
-    ledger = Ledger(LeagueConfig.from_toml(FAST_TOML, "mmr_bench"))
-    accuracy = Accuracy()
-    ledger.observer = accuracy.observe
-    report = replay(path, ledger, progress=False)
-    ours = report.seconds
-    figures = accuracy.report()
-    players = ledger.player_count
-    # Like for like with the reference's figure (read + rate, no metrics), and
-    # as `ratings replay` runs: without the first replay's ledger (every state
-    # and match) still in memory.
-    del ledger, accuracy
-    bare = replay(path, Ledger(LeagueConfig.from_toml(FAST_TOML, "mmr_bench")), progress=False).seconds
+    first = _fresh("ours", path)
+    ours, figures, players, contests = first["seconds"], first["accuracy"], first["players"], first["matches"]
+    # Like for like with the reference's figure (read + rate, no metrics): the least
+    # of two runs each, interleaved, so that a slow minute of the machine does not
+    # fall on one side only.
+    bare_runs, their_runs = [], []
+    for _ in range(2):
+        bare_runs.append(_fresh("ours-bare", path)["seconds"])
+        their_runs.append(_fresh("reference", path)["seconds"])
+    bare, theirs = min(bare_runs), min(their_runs)
     measure = os.environ.get("MMR_BENCH_REFERENCE_ACCURACY") == "1"
-    theirs, ref_figures = _reference_file(em, path, measure)
-    ref_figures = ref_figures or dict(REFERENCE_ACCURACY)
+    ref_figures = _reference_file(em, path, True)[1] if measure else dict(REFERENCE_ACCURACY)
     result = {
-        "contests": report.matches,
+        "contests": contests,
         "players": players,
         "ours_s": ours,
         "ours_without_metrics_s": bare,
         "reference_s": theirs,
+        "ours_without_metrics_runs_s": bare_runs,
+        "reference_runs_s": their_runs,
         "ratio": ours / theirs,
         "ratio_without_metrics": bare / theirs,
         "ours_accuracy": figures,
@@ -189,7 +224,7 @@ def whole_file(path: Path = CODEFORCES) -> dict:
         "reference_accuracy_measured_now": measure,
     }
     print(
-        f"Codeforces, {report.matches:,} contests, fast settings: ours {ours:.1f} s (replay with metrics), "
+        f"Codeforces, {contests:,} contests, fast settings: ours {ours:.1f} s (replay with metrics), "
         f"elo-mmr-py mmr-fast {theirs:.1f} s (read + rate); ratio {ours / theirs:.2f}; "
         f"ours without the metrics (read + rate) {bare:.1f} s, ratio {bare / theirs:.2f}"
     )
@@ -212,3 +247,7 @@ def run() -> dict:
         print(f"Codeforces file not found at {CODEFORCES}: skipping the whole-file comparison")
         result["codeforces"] = None
     return result
+
+
+if __name__ == "__main__":  # one part of whole_file, in a fresh process: python -m bench.mmr_bench PART PATH
+    print(json.dumps(PARTS[sys.argv[1]](sys.argv[2])))

@@ -63,7 +63,7 @@ from stream_app.broker import EmbeddedBroker
 from tests.support.names import Topics
 from tests.support.workers import FAST_GROUP
 
-from .streamtools import Worker, command_main, create_topics, dir_size, log, profile, publish, vm_hwm
+from .streamtools import Worker, command_main, cpu_seconds, create_topics, dir_size, log, profile, publish, vm_hwm
 
 LEAGUE = "big"
 KINDS = ("leaderboard", "page", "player", "around", "history")
@@ -295,15 +295,6 @@ def batch_times(before: dict, after: dict) -> dict[str, Any]:
     for bound in ("0.01", "0.025", "0.05", "0.1"):
         out[f"over_{bound}_s"] = int(count - (new.get(bound, 0) - old.get(bound, 0)))
     return out
-
-
-def cpu_seconds(pid: int | None) -> float | None:
-    """CPU time (user + system, all threads) a process has used so far."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, TypeError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class CpuWatch:

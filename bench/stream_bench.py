@@ -11,11 +11,12 @@ this benchmark starts and stops itself, next to a baseline from the same run:
    job as a Quix Streams application (bench/quix_app.py: RocksDB state with
    changelogs, at-least-once) on the same input, from its first processed
    match to the last of its events read back;
-3. latency at a steady rate (2,000 and 500 matches/s for 30 s each, fresh topics,
-   worker running and caught up): publish time to each rating-changed event's
-   arrival; then again with a worker whose input fetch is held 0.5 s (aiokafka's
-   default, the worker's before issue #18: the embedded broker holds an empty
-   fetch that long), on a broker of its own;
+3. latency at a steady rate (2,000 and 500 matches/s for 30 s each, each rate
+   with a broker and a worker of its own, caught up): publish time to each
+   rating-changed event's arrival, with the p50 of each tenth of the run and the
+   cores the broker and the worker used; then again with a worker whose input
+   fetch is held 0.5 s (aiokafka's default, the worker's before issue #18: the
+   embedded broker holds an empty fetch that long);
 4. `elo-mmr` rounds of 1,000 and 5,000 participants: publish to the round's
    last rating-changed event;
 5. the Codeforces file (280,701 players) ingested by a worker with the fast
@@ -53,7 +54,7 @@ from stream_app.broker import EmbeddedBroker
 from stream_app.offline.sample import multi_player_league, two_player_league
 
 from . import elo_job, quix_app
-from .streamtools import (ROOT, Collector, PhaseSampler, Topics, Worker, command_main, create_topics, dir_size, keyed,
+from .streamtools import (ROOT, Collector, cpu_seconds, PhaseSampler, Topics, Worker, command_main, create_topics, dir_size, keyed,
                           log, percentiles, profile, publish, vm_hwm, vm_rss, wait_until)
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
@@ -259,13 +260,24 @@ class Bench:
     # -- (3) and (4) ---------------------------------------------------------------------
 
     def latency_and_mmr(self) -> dict[str, Any]:
-        result = self.live([int(r) for r in self.args.latency_rates.split(",")], mmr="mmr" in self.args.stages)
-        if "latency" in self.args.stages and self.args.before_fetch_wait:
-            # The same latency with the input fetch held as long as before issue #18, with its own
-            # broker and worker (a fresh broker, as the run above had).
-            before = self.live([int(r) for r in self.args.before_rates.split(",")], mmr=False,
-                               extra_args=["--fetch-wait", str(self.args.before_fetch_wait)])
-            result["latency_before"] = {"fetch_wait": self.args.before_fetch_wait, **before.get("latency", {})}
+        # Each rate with a broker and worker of its own: the embedded broker slows as
+        # it fills (docs/performance.md), so a run after another would be measured on
+        # a slower broker than the one before it.
+        result: dict[str, Any] = {}
+        if "latency" in self.args.stages:
+            for rate in self.args.latency_rates.split(","):
+                result.setdefault("latency", {}).update(self.live([int(rate)], mmr=False)["latency"])
+            if self.args.before_fetch_wait:
+                # The same with the input fetch held as long as before issue #18.
+                before = {"fetch_wait": self.args.before_fetch_wait}
+                for rate in self.args.before_rates.split(","):
+                    before.update(self.live([int(rate)], mmr=False,
+                                            extra_args=["--fetch-wait", str(self.args.before_fetch_wait)])["latency"])
+                result["latency_before"] = before
+        if "mmr" in self.args.stages:
+            live = self.live([], mmr=True)
+            result["mmr"] = live["mmr"]
+            result["worker_peak_rss_bytes"] = live["worker_peak_rss_bytes"]
         return result
 
     def live(self, rates: list[int], mmr: bool, extra_args: list[str] = ()) -> dict[str, Any]:
@@ -303,21 +315,26 @@ class Bench:
             asyncio.run(publish(broker.bootstrap, topics.match, keyed(warm)))
             worker.wait(lambda h: h["applied"] >= len(warm), 300, "warm-up applied")
             log(f"latency: worker up and caught up ({time.time() - worker.started:.0f} s after start)")
-            for rate in (rates if "latency" in args.stages else []):
+            for rate in rates:
                 latencies.clear()
                 match_latencies.clear()
                 count = int(rate * args.latency_seconds)
                 steady = [(e["league"].encode(), orjson.dumps(e), e["match_id"]) for e in (next(stream) for _ in range(count))]
                 started = time.time()
+                cpu_before = cpu_seconds(broker.pid) or 0.0, cpu_seconds(worker.pid) or 0.0
                 sent_s = asyncio.run(steady_publish(broker.bootstrap, topics.match, steady, rate, published))
                 wait_until(lambda: len(latencies) >= 2 * count, 600, "the steady matches' changes", collector, worker,
                            lambda: f"latency: {len(latencies):,} of {2 * count:,} changes read")
+                took = time.time() - started
                 stats = percentiles(latencies)
                 result.setdefault("latency", {})[str(rate)] = {
                     "rate": rate, "seconds": args.latency_seconds, "matches": count,
                     "publish_rate_achieved": count / sent_s,
-                    "processed_rate": count / (time.time() - started),
+                    "processed_rate": count / took,
                     "event_s": stats, "match_s": percentiles(match_latencies),
+                    "by_tenth": [percentiles(part) for part in tenths(latencies)],
+                    "broker_cores": ((cpu_seconds(broker.pid) or 0.0) - cpu_before[0]) / took,
+                    "worker_cores": ((cpu_seconds(worker.pid) or 0.0) - cpu_before[1]) / took,
                 }
                 log(f"latency at {rate:,}/s: p50 {stats['p50'] * 1000:.0f} ms, p99 {stats['p99'] * 1000:.0f} ms, "
                     f"max {stats['max'] * 1000:.0f} ms")
@@ -491,6 +508,12 @@ async def steady_publish(bootstrap: str, topic: str, records: list[tuple[bytes, 
         await producer.stop()
 
 
+def tenths(values: list[float]) -> list[list[float]]:
+    """The values in ten consecutive parts (in arrival order)."""
+    n = len(values)
+    return [values[n * k // 10:n * (k + 1) // 10] for k in range(10)]
+
+
 def leaderboard_latency(worker: Worker, league: str, limit: int, most: int = 20, budget: float = 90.0) -> dict[str, Any]:
     times = []
     deadline = time.monotonic() + budget
@@ -531,7 +554,9 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         e = lat["event_s"]
         rows.append((f"(3) latency at {lat['rate']:,}/s for {lat['seconds']:.0f} s (publish to change)",
                      f"p50 {e['p50'] * 1e3:,.0f} ms, p99 {e['p99'] * 1e3:,.0f} ms, max {e['max'] * 1e3:,.0f} ms",
-                     f"sent {lat['publish_rate_achieved']:,.0f}/s, done {lat['processed_rate']:,.0f}/s"))
+                     f"sent {lat['publish_rate_achieved']:,.0f}/s, done {lat['processed_rate']:,.0f}/s; "
+                     f"p50 first tenth {lat['by_tenth'][0]['p50'] * 1e3:,.0f} ms, last {lat['by_tenth'][-1]['p50'] * 1e3:,.0f} ms; "
+                     f"cores: broker {lat['broker_cores']:.2f}, worker {lat['worker_cores']:.2f}"))
     before = results.get("latency_before") or {}
     for key, lat in before.items():
         if key == "fetch_wait":
@@ -539,7 +564,9 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         e = lat["event_s"]
         rows.append((f"    the same with the input fetch held {before['fetch_wait']} s (before #18)",
                      f"p50 {e['p50'] * 1e3:,.0f} ms, p99 {e['p99'] * 1e3:,.0f} ms, max {e['max'] * 1e3:,.0f} ms",
-                     f"at {lat['rate']:,}/s"))
+                     f"at {lat['rate']:,}/s; p50 first tenth {lat['by_tenth'][0]['p50'] * 1e3:,.0f} ms, "
+                     f"last {lat['by_tenth'][-1]['p50'] * 1e3:,.0f} ms; cores: broker {lat['broker_cores']:.2f}, "
+                     f"worker {lat['worker_cores']:.2f}"))
     for size, m in (results.get("mmr") or {}).items():
         later = m["later_rounds_median_s"]
         rows.append((f"(4) elo-mmr round of {int(size):,} (publish to last change)",

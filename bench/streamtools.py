@@ -58,6 +58,15 @@ def vm_rss(pid: int) -> int | None:
     return _status_field(pid, "VmRSS")
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """CPU time (user + system, all threads) a process has used so far; None if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, TypeError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _status_field(pid: int, name: str) -> int | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
