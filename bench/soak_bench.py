@@ -1,8 +1,8 @@
 """The worker's memory over a long run at a steady rate (issue #18): one worker,
 two-player `elo` matches over 50 leagues of 2,000 players published at a steady
-rate (1,000 matches/s for 60 minutes by default) on the embedded broker. Every
-`--every` seconds: the worker's RSS and peak RSS, its matches applied, the
-broker's RSS. The figure is the worker's RSS growth over the second half of
+rate (1,000 matches/s for 60 minutes by default, a chunk every 100 ms) on the
+embedded broker. Every `--every` seconds: the worker's RSS and peak RSS, its
+matches applied, the broker's RSS, the CPU time of both. The figure is the worker's RSS growth over the second half of
 the run (MiB per hour, least squares), next to its RSS at the start of that half;
 the curve is plotted (bench/soak.png).
 
@@ -27,7 +27,7 @@ import orjson
 from stream_app.broker import EmbeddedBroker
 from stream_app.offline.sample import two_player_league
 
-from .streamtools import ROOT, Topics, Worker, command_main, create_topics, log, vm_hwm, vm_rss
+from .streamtools import ROOT, Topics, Worker, command_main, cpu_seconds, create_topics, log, vm_hwm, vm_rss
 
 MIB = 1024 * 1024
 LEAGUES = 50
@@ -58,14 +58,17 @@ def matches(seed: int = 7) -> Iterator[tuple[bytes, bytes]]:
 
 async def publish_steadily(bootstrap: str, topic: str, rate: int, seconds: float, sent: list[int],
                            stop: threading.Event) -> None:
-    """`rate` records a second, a chunk every 10 ms, for `seconds`; `sent[0]` counts them."""
+    """`rate` records a second for `seconds`, a chunk every 100 ms: the embedded
+    broker lists every record batch a partition holds at each fetch that finds
+    new records (docs/performance.md), so the input is sent in few, larger
+    batches to let it last the hour. `sent[0]` counts them."""
     from aiokafka import AIOKafkaProducer
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, enable_idempotence=False)
     await producer.start()
     loop = asyncio.get_running_loop()
     source = matches()
-    chunk = max(1, rate // 100)
+    chunk = max(1, rate // 10)
     total = int(rate * seconds)
     pending: list[asyncio.Future] = []
     try:
@@ -78,7 +81,7 @@ async def publish_steadily(bootstrap: str, topic: str, rate: int, seconds: float
                 key, value = next(source)
                 pending.append(await producer.send(topic, value, key=key))
                 sent[0] += 1
-            if len(pending) > 10 * chunk:
+            if len(pending) > 2 * chunk:
                 await asyncio.gather(*pending)
                 pending.clear()
         await asyncio.gather(*pending)
@@ -151,7 +154,8 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             samples.append({"t_s": round(now - started, 1), "sent": sent[0], "applied": health.get("applied", 0),
                             "worker_rss_mib": (vm_rss(worker.pid) or 0) / MIB,
                             "worker_hwm_mib": (vm_hwm(worker.pid) or 0) / MIB,
-                            "broker_rss_mib": (vm_rss(broker.pid) or 0) / MIB})
+                            "broker_rss_mib": (vm_rss(broker.pid) or 0) / MIB,
+                            "worker_cpu_s": cpu_seconds(worker.pid), "broker_cpu_s": cpu_seconds(broker.pid)})
             if not stopped and samples[-1]["broker_rss_mib"] > args.broker_rss_limit_gb * 1024:
                 stopped = f"the broker's RSS passed {args.broker_rss_limit_gb:g} GiB after {samples[-1]['t_s'] / 60:.0f} min"
                 log(f"soak: {stopped}; publishing stops")

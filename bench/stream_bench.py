@@ -22,7 +22,7 @@ this benchmark starts and stops itself, next to a baseline from the same run:
 5. the Codeforces file (280,701 players) ingested by a worker with the fast
    Elo-MMR settings, 10 contests at a time (`--codeforces-chunk 0` publishes
    the whole file at once: the worker then applies it in parts of about
-   2 MiB of input, each checkpointed), then leaderboard requests (limit 100
+   512 KiB of input, each checkpointed), then leaderboard requests (limit 100
    and 10,000); the broker's RSS is watched (Tansu keeps every record in memory);
 6. worker peak RSS (VmHWM) and data directory size after (2) and (5).
 

@@ -22,7 +22,7 @@ class Settings:
     config_path: str | None = None  # the league configuration (TOML); None: every league uses elo
     app_id: str = "ratings"  # the consumer group and the prefix of the state's changelog topic
     batch_max: int = 2000  # input records taken at once
-    batch_max_bytes: int = 2 * 1024 * 1024  # input applied between two checkpoints
+    batch_max_bytes: int = 512 * 1024  # input applied between two checkpoints
     rerate_part: int = 200_000  # participant results a re-rate applies between two checkpoints
     batch_wait: float = 0.1  # longest wait for input when there is none (s)
     # How long the broker may hold a fetch of input that has not arrived yet (s). Kafka
