@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import threading
 import time
+from itertools import islice
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -27,7 +28,7 @@ import orjson
 from stream_app.broker import EmbeddedBroker
 from stream_app.offline.sample import two_player_league
 
-from .streamtools import ROOT, Topics, Worker, command_main, cpu_seconds, create_topics, log, vm_hwm, vm_rss
+from .streamtools import ROOT, Topics, Worker, command_main, cpu_seconds, create_topics, log, send_paced, vm_hwm, vm_rss
 
 MIB = 1024 * 1024
 LEAGUES = 50
@@ -62,31 +63,12 @@ async def publish_steadily(bootstrap: str, topic: str, rate: int, seconds: float
     broker lists every record batch a partition holds at each fetch that finds
     new records (docs/performance.md), so the input is sent in few, larger
     batches to let it last the hour. `sent[0]` counts them."""
-    from aiokafka import AIOKafkaProducer
 
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, enable_idempotence=False)
-    await producer.start()
-    loop = asyncio.get_running_loop()
-    source = matches()
-    chunk = max(1, rate // 10)
-    total = int(rate * seconds)
-    pending: list[asyncio.Future] = []
-    try:
-        start = loop.time()
-        while sent[0] < total and not stop.is_set():
-            delay = start + sent[0] / rate - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            for _ in range(min(chunk, total - sent[0])):
-                key, value = next(source)
-                pending.append(await producer.send(topic, value, key=key))
-                sent[0] += 1
-            if len(pending) > 2 * chunk:
-                await asyncio.gather(*pending)
-                pending.clear()
-        await asyncio.gather(*pending)
-    finally:
-        await producer.stop()
+    def count(i: int) -> None:
+        sent[0] = i + 1
+
+    await send_paced(bootstrap, topic, islice(matches(), int(rate * seconds)), rate, chunks_per_s=10, linger_ms=5,
+                     on_send=count, stop=stop)
 
 
 def growth_per_hour(samples: list[dict[str, Any]], key: str = "worker_rss_mib") -> float | None:

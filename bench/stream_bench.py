@@ -55,7 +55,7 @@ from stream_app.offline.sample import multi_player_league, two_player_league
 
 from . import elo_job, quix_app
 from .streamtools import (ROOT, Collector, cpu_seconds, PhaseSampler, Topics, Worker, command_main, create_topics, dir_size, keyed,
-                          log, percentiles, profile, publish, vm_hwm, vm_rss, wait_until)
+                          log, percentiles, profile, publish, send_paced, vm_hwm, vm_rss, wait_until)
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
 CODEFORCES_CONFIG = ROOT / "deploy" / "accuracy" / "codeforces-elo-mmr.toml"
@@ -483,29 +483,11 @@ async def ceiling_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> fl
 async def steady_publish(bootstrap: str, topic: str, records: list[tuple[bytes, bytes, str]], rate: int,
                          published: dict[str, float]) -> float:
     """Send at `rate` records/s (a chunk every 10 ms), noting each match's send time; returns seconds taken."""
-    from aiokafka import AIOKafkaProducer
 
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0, enable_idempotence=False)
-    await producer.start()
-    loop = asyncio.get_running_loop()
-    chunk = max(1, rate // 100)
-    pending = []
-    try:
-        start = loop.time()
-        for i in range(0, len(records), chunk):
-            delay = start + i / rate - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            for key, value, mid in records[i:i + chunk]:
-                published[mid] = time.time()
-                pending.append(await producer.send(topic, value, key=key))
-            if len(pending) > 5 * chunk:
-                await asyncio.gather(*pending[:-chunk])
-                pending = pending[-chunk:]
-        await asyncio.gather(*pending)
-        return loop.time() - start
-    finally:
-        await producer.stop()
+    def note(i: int) -> None:
+        published[records[i][2]] = time.time()
+
+    return await send_paced(bootstrap, topic, ((key, value) for key, value, _ in records), rate, on_send=note)
 
 
 def tenths(values: list[float]) -> list[list[float]]:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -36,6 +37,44 @@ def log(text: str) -> None:
 async def publish(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]], in_flight: int = 5000) -> int:
     """The tests' publishing, with record batches allowed to grow (rounds of Elo-MMR are large)."""
     return await kafka.publish(bootstrap, topic, records, in_flight, linger_ms=5, max_request_size=2 * 1024 * 1024)
+
+
+async def send_paced(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]], rate: int,
+                     chunks_per_s: int = 100, linger_ms: int = 0, on_send: Callable[[int], None] | None = None,
+                     stop: threading.Event | None = None) -> float:
+    """Send keyed records at `rate` a second, in `chunks_per_s` chunks a second on a
+    fixed schedule, until they run out or `stop` is set; on_send(i) is called just
+    before record i goes out. Returns the seconds taken."""
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=linger_ms, enable_idempotence=False)
+    await producer.start()
+    loop = asyncio.get_running_loop()
+    chunk = max(1, rate // chunks_per_s)
+    source = iter(records)
+    pending: list[asyncio.Future] = []
+    sent = 0
+    try:
+        start = loop.time()
+        while stop is None or not stop.is_set():
+            part = list(islice(source, chunk))
+            if not part:
+                break
+            delay = start + sent / rate - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            for key, value in part:
+                if on_send is not None:
+                    on_send(sent)
+                pending.append(await producer.send(topic, value, key=key))
+                sent += 1
+            if len(pending) > 5 * chunk:
+                await asyncio.gather(*pending[:-chunk])
+                pending = pending[-chunk:]
+        await asyncio.gather(*pending)
+        return loop.time() - start
+    finally:
+        await producer.stop()
 
 
 async def create_topics(broker_url: str, topics: Topics) -> None:
