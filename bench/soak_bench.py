@@ -1,10 +1,12 @@
 """The worker's memory over a long run at a steady rate (issue #18): one worker,
 two-player `elo` matches over 50 leagues of 2,000 players published at a steady
-rate (1,000 matches/s for 60 minutes by default, a chunk every 100 ms) on the
+rate (1,000 matches/s for 60 minutes by default, a chunk every 500 ms) on the
 embedded broker. Every `--every` seconds: the worker's RSS and peak RSS, its
-matches applied, the broker's RSS, the CPU time of both. The figure is the worker's RSS growth over the second half of
-the run (MiB per hour, least squares), next to its RSS at the start of that half;
-the curve is plotted (bench/soak.png).
+matches applied, the broker's RSS, the CPU time of both, and RocksDB's memory
+in the worker (its metrics: memtables, table readers, block cache). The figure
+is the worker's RSS growth over the second half of the run (MiB per hour, least
+squares), next to its RSS at the start of that half; the curves are plotted
+(bench/soak.png).
 
     python -m bench.soak_bench [--minutes 60] [--rate 1000] [--every 10] [--chart PATH]
 """
@@ -59,7 +61,7 @@ def matches(seed: int = 7) -> Iterator[tuple[bytes, bytes]]:
 
 async def publish_steadily(bootstrap: str, topic: str, rate: int, seconds: float, sent: list[int],
                            stop: threading.Event) -> None:
-    """`rate` records a second for `seconds`, a chunk every 100 ms: the embedded
+    """`rate` records a second for `seconds`, a chunk every 500 ms: the embedded
     broker lists every record batch a partition holds at each fetch that finds
     new records (docs/performance.md), so the input is sent in few, larger
     batches to let it last the hour. `sent[0]` counts them."""
@@ -67,8 +69,20 @@ async def publish_steadily(bootstrap: str, topic: str, rate: int, seconds: float
     def count(i: int) -> None:
         sent[0] = i + 1
 
-    await send_paced(bootstrap, topic, islice(matches(), int(rate * seconds)), rate, chunks_per_s=10, linger_ms=5,
+    await send_paced(bootstrap, topic, islice(matches(), int(rate * seconds)), rate, chunks_per_s=2, linger_ms=5,
                      on_send=count, stop=stop)
+
+
+def store_memory(worker: Worker) -> dict[str, float]:
+    """RocksDB's memory in the worker (ratings_local_store_memory_bytes), in MiB by kind."""
+    status, text = worker.get("/metrics", timeout=5)
+    found = {}
+    if status == 200:
+        for line in text.splitlines():
+            if line.startswith("ratings_local_store_memory_bytes{"):
+                kind = line.split('kind="', 1)[1].split('"', 1)[0]
+                found[f"store_{kind}_mib"] = float(line.rsplit(" ", 1)[1]) / MIB
+    return found
 
 
 def growth_per_hour(samples: list[dict[str, Any]], key: str = "worker_rss_mib") -> float | None:
@@ -91,6 +105,9 @@ def plot(samples: list[dict[str, Any]], rate: int, path: Path) -> None:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, height_ratios=[3, 1])
     top.plot(minutes, [s["worker_rss_mib"] for s in samples], label="worker RSS")
     top.plot(minutes, [s["worker_hwm_mib"] for s in samples], linestyle="--", label="worker peak RSS")
+    rocksdb = [sum(s.get(f"store_{kind}_mib", 0.0) for kind in ("memtables", "table_readers", "block_cache"))
+               for s in samples]
+    top.plot(minutes, rocksdb, label="of which RocksDB (memtables, table readers, block cache)")
     top.set_ylabel("MiB")
     top.set_ylim(bottom=0)
     top.legend(loc="lower right")
@@ -137,7 +154,8 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                             "worker_rss_mib": (vm_rss(worker.pid) or 0) / MIB,
                             "worker_hwm_mib": (vm_hwm(worker.pid) or 0) / MIB,
                             "broker_rss_mib": (vm_rss(broker.pid) or 0) / MIB,
-                            "worker_cpu_s": cpu_seconds(worker.pid), "broker_cpu_s": cpu_seconds(broker.pid)})
+                            "worker_cpu_s": cpu_seconds(worker.pid), "broker_cpu_s": cpu_seconds(broker.pid),
+                            **store_memory(worker)})
             if not stopped and samples[-1]["broker_rss_mib"] > args.broker_rss_limit_gb * 1024:
                 stopped = f"the broker's RSS passed {args.broker_rss_limit_gb:g} GiB after {samples[-1]['t_s'] / 60:.0f} min"
                 log(f"soak: {stopped}; publishing stops")

@@ -70,6 +70,7 @@ class WorkerApp:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.app = self._build_app()
         self.store = LocalStore(self.data_dir / "state")
+        observe.watch_store(self.store.memory)
         intake = Intake(self.kafka_options(), settings.batch_max, wait_ms=int(settings.batch_wait * 1000),
                         fetch_wait_ms=int(settings.fetch_wait * 1000))
         self.worker = Worker(settings, self.config, self.store, kafka_io.ProducerSender(self.app),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
@@ -134,8 +134,20 @@ WORKER_STATE = Gauge(
     "ratings_worker_state", "1 for the worker's current state", ["state"]
 )
 ASSIGNED_PARTITIONS = Gauge("ratings_assigned_partitions", "Input partitions assigned to this worker")
+STORE_MEMORY = Gauge(
+    "ratings_local_store_memory_bytes",
+    "RocksDB's memory in the local state, by kind: memtables, table_readers (index and filter blocks), "
+    "block_cache, block_cache_pinned (part of block_cache)", ["kind"],
+)
+STORE_MEMORY_KINDS = ("memtables", "table_readers", "block_cache", "block_cache_pinned")
 
 STATES = ("starting", "recovering", "running", "stopping")
+
+
+def watch_store(memory: Callable[[], dict[str, int]]) -> None:
+    """Read the local store's memory (LocalStore.memory) at each scrape."""
+    for kind in STORE_MEMORY_KINDS:
+        STORE_MEMORY.labels(kind).set_function(lambda kind=kind: memory()[kind])
 
 
 def set_state(state: str) -> None:

@@ -131,7 +131,13 @@ Scanner = Callable[[bytes, bytes], Iterable[tuple[bytes, bytes]]]
 # Committed values of these tables stay cached between batches (read again, batch
 # after batch); other keys (match ids: read once, to find a duplicate) only within one.
 CACHED_TABLES = (PLAYERS, LEAGUES)
-CACHE_LIMIT = 50_000  # entries per partition; the cache starts over when full
+# Per partition, the cache starts over when it holds this many entries, or when the
+# values cached since it last started took this many stored bytes (decoded, they
+# take two to three times as much): 50,000 Elo players take about 7 MiB stored, and
+# 50,000 Elo-MMR players with long histories took 115 MiB more of the worker's peak
+# over the Codeforces file (docs/performance.md).
+CACHE_LIMIT = 50_000
+CACHE_BYTES = 16 * 1024 * 1024
 _MISSING = object()
 
 
@@ -162,6 +168,8 @@ class PartitionState:
         # Committed values already read (decoded). Only this object commits the
         # partition's state while it lives, so they stay true until it commits them anew.
         self.cache: dict[tuple[str, bytes], Any] = {}
+        self.cache_bytes = 0  # stored bytes of the values cached since the cache last started over
+        self.sizes: dict[tuple[str, bytes], int] = {}  # stored bytes of the cached tables' rows of the batch
         self.reads: dict[tuple[str, bytes], Any] = {}  # the same, for this batch only
         self.changelog_next = checkpoint.changelog + 1  # where this owner's next changelog record lands
         self.repair: set[bytes] = set()  # keys a replaced worker wrote since: written again next batch
@@ -181,13 +189,23 @@ class PartitionState:
 
     def committed_value(self, item: tuple[str, bytes]) -> Any:
         """The value of a (table, key) as of the last checkpoint (None: none)."""
-        memo = self.cache if item[0] in CACHED_TABLES else self.reads
-        value = memo.get(item, _MISSING)
+        cached = item[0] in CACHED_TABLES
+        value = (self.cache if cached else self.reads).get(item, _MISSING)
         if value is _MISSING:
             raw = self.read(store_key(*item))
             value = None if raw is None else orjson.loads(raw)
-            _remember(memo, item, value)
+            if cached:
+                self._cache(item, value, 0 if raw is None else len(raw))
+            else:
+                _remember(self.reads, item, value)
         return value
+
+    def _cache(self, item: tuple[str, bytes], value: Any, size: int) -> None:
+        if len(self.cache) >= CACHE_LIMIT or self.cache_bytes + size > CACHE_BYTES:
+            self.cache.clear()  # bounded: start over rather than track recency or sizes
+            self.cache_bytes = 0
+        self.cache[item] = value
+        self.cache_bytes += size
 
     def put(self, table: str, key: bytes, value: Any) -> None:
         item = (table, key)
@@ -271,11 +289,15 @@ class PartitionState:
         # Each row record is built by one concatenation, so it has exactly its size (an
         # orjson result keeps the larger block it was written in; a batch holds many).
         rows = []
+        sizes = self.sizes
         for item, value in self.overlay.items():
             before = _dumps_or_none(committed(item))
             if value is None and before is None:
                 continue  # a key written and deleted within the batch (a re-rate's scratch rows)
-            rows.append(row_record(epoch, batch, store_key(*item), None if value is None else dumps(value), before))
+            stored = None if value is None else dumps(value)
+            if stored is not None and item[0] in CACHED_TABLES:
+                sizes[item] = len(stored)
+            rows.append(row_record(epoch, batch, store_key(*item), stored, before))
         rows += self.rows_for(set())
         after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets})
         return rows, checkpoint_record(epoch, batch, after.offsets), after
@@ -296,9 +318,11 @@ class PartitionState:
     def checkpointed(self, checkpoint: Checkpoint) -> None:
         """The batch is committed: the overlay is now the committed state."""
         self.checkpoint = checkpoint
-        for (table, key), value in self.overlay.items():
-            if table in CACHED_TABLES:
-                _remember(self.cache, (table, key), value)
+        sizes = self.sizes
+        for item, value in self.overlay.items():
+            if item[0] in CACHED_TABLES:
+                self._cache(item, value, sizes.get(item, 0))
+        sizes.clear()
         self.overlay.clear()
         self.journal = None
         self.reads.clear()

@@ -127,6 +127,18 @@ class LocalStore:
         finally:  # RocksDB removes the file once ingested, not after a failure
             Path(path).unlink(missing_ok=True)
 
+    def memory(self) -> dict[str, int]:
+        """RocksDB's own memory, in bytes, over the partitions open: memtables, table
+        readers (index and filter blocks, held outside the block cache), the block
+        cache, and the part of the cache pinned by readers."""
+        found = {"memtables": 0, "table_readers": 0}
+        for db in list(self._dbs.values()):
+            found["memtables"] += db.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
+            found["table_readers"] += db.property_int_value("rocksdb.estimate-table-readers-mem") or 0
+        found["block_cache"] = self._cache.get_usage()
+        found["block_cache_pinned"] = self._cache.get_pinned_usage()
+        return found
+
     def size(self, partition: int) -> int:
         """Bytes of the partition's database files on disk."""
         path = self.directory / str(partition)

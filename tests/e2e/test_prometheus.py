@@ -231,6 +231,9 @@ def test_prometheus_scrapes_the_worker(broker, tmp_path, start_prometheus):
         assert _by(prometheus.query("ratings_worker_state == 1"), "state") == {"running": 1.0}
         assert prometheus.query("sum(ratings_rating_change_size_count)")[0]["value"][1] == str(5 * 2 + 3 * 4 + 2 * 2)
         assert prometheus.query("faust_total_rebalances"), "Faust's sensor metrics are not scraped"
+        memory = _by(prometheus.query("ratings_local_store_memory_bytes"), "kind")
+        assert set(memory) == {"memtables", "table_readers", "block_cache", "block_cache_pinned"}
+        assert memory["memtables"] > 0  # every open database has its memtable
         # The void re-rated chess-blitz from its start (no boundary yet): c0, c1, c3 and c4 applied again.
         assert _by(prometheus.query("ratings_rerates_total"), "league") == {"chess-blitz": 1.0}
         assert _by(prometheus.query("ratings_rerate_matches_total"), "league") == {"chess-blitz": 4.0}

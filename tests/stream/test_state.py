@@ -76,3 +76,30 @@ def test_a_history_entry_is_stored_compactly_and_read_back_equal():
         value = stored_history(entry, time)
         assert history_from_store(orjson.loads(orjson.dumps(value))) == entry
         assert len(orjson.dumps(value)) < 0.7 * len(orjson.dumps(entry))
+
+
+def test_the_cache_of_committed_players_starts_over_past_its_bytes(monkeypatch):
+    from stream_app.stream import state as state_module
+
+    value = orjson.dumps({"rating": 1500.0, "history": [1.0] * 5})
+    small = len(orjson.dumps({"rating": 1.0}))
+    monkeypatch.setattr(state_module, "CACHE_BYTES", 2 * len(value) + small)
+    store = {store_key(PLAYERS, b"l\x1f%d" % i): value for i in range(3)}
+    reads: list[bytes] = []
+    state = PartitionState(0, Checkpoint(epoch=1), lambda key: reads.append(key) or store.get(key))
+    for i in (0, 1, 0, 1):  # both fit: read once each
+        state.get(PLAYERS, b"l\x1f%d" % i)
+    assert len(reads) == 2 and state.cache_bytes == 2 * len(value)
+    state.get(PLAYERS, b"l\x1f2")  # past the bytes: the cache starts over with this one
+    state.get(PLAYERS, b"l\x1f0")
+    assert len(reads) == 4 and state.cache_bytes == 2 * len(value)
+    # A batch's rows count, once committed, with the bytes they are stored in.
+    state.put(PLAYERS, b"l\x1f2", {"rating": 1.0})
+    _, _, after = state.checkpoint_writes()
+    state.checkpointed(after)
+    assert state.cache_bytes == 2 * len(value) + small
+    assert state.get(PLAYERS, b"l\x1f2") == {"rating": 1.0} and len(reads) == 4
+    state.put(PLAYERS, b"l\x1f0", {"rating": 2.0})
+    _, _, after = state.checkpoint_writes()
+    state.checkpointed(after)  # past the bytes: started over
+    assert state.cache == {(PLAYERS, b"l\x1f0"): {"rating": 2.0}} and state.cache_bytes == small

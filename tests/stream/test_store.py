@@ -81,3 +81,21 @@ def test_a_large_write_is_ingested_whole_over_older_values_and_leaves_no_file(tm
     assert reopened.get(0, b"pa") == b"small" and reopened.get(0, b"p009") == b"x" * 10
     assert reopened.checkpoint(0).batch == 3
     reopened.close()
+
+
+def test_memory_counts_memtables_then_table_readers_and_the_block_cache(tmp_path, way):
+    store = LocalStore(tmp_path)
+    assert store.memory() == {"memtables": 0, "table_readers": 0, "block_cache": 0, "block_cache_pinned": 0}
+    rows = {b"p%05d" % i: b"v" * 100 for i in range(2_000)}
+    store.write(0, rows, Checkpoint(1, 1, {"t": 1}, 1))
+    store.write(1, rows, Checkpoint(1, 1, {"t": 1}, 1))
+    written = store.memory()
+    if way == "batch":  # in the memtables of both partitions, beyond their empty size
+        one = LocalStore(tmp_path / "one")
+        one.write(0, rows, Checkpoint(1, 1, {"t": 1}, 1))
+        assert written["memtables"] > one.memory()["memtables"] > 200_000
+        one.close()
+    else:  # two table files, their index and filter blocks held by their readers
+        assert store.get(0, b"p00007") == b"v" * 100
+        assert written["table_readers"] > 0 and store.memory()["block_cache"] > 0
+    store.close()
