@@ -1,6 +1,12 @@
 """The worker's Faust app (stream/app.py), built for real but not started."""
 
+import asyncio
+import os
+
+import pytest
+
 from stream_app.settings import Settings
+from stream_app.stream import app as app_module
 from stream_app.stream.app import WorkerApp
 
 
@@ -22,5 +28,26 @@ def test_the_fetch_wait_reaches_the_input_consumer(tmp_path):
     worker = WorkerApp(Settings(data_dir=tmp_path / "data", partitions=2, app_id="unit", fetch_wait=0.02))
     try:
         assert worker.worker.intake.fetch_wait_ms == 20
+    finally:
+        worker.store.close()
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(app_module._MALLOC_TRIM is None, reason="the C library is not glibc")
+def test_memory_freed_between_kept_blocks_goes_back_to_the_system(tmp_path):
+    # What the worker frees between long-lived allocations stays in glibc's heap until
+    # trimmed: the worker trims it on a timer.
+    worker = WorkerApp(Settings(data_dir=tmp_path / "data", partitions=2, app_id="unit"))
+    try:
+        blocks = [bytes([i % 251]) * 4000 for i in range(50_000)]  # 200 MB, every page touched
+        kept = blocks[::50]
+        del blocks
+        before = _rss_bytes()
+        asyncio.run(worker._release_memory())
+        assert before - _rss_bytes() > 100 * 1024 * 1024 and len(kept) == 1000
     finally:
         worker.store.close()

@@ -2,11 +2,15 @@
 write its rows together with their checkpoint, as a write batch or, when large,
 as an ingested table file (each test that writes runs both ways)."""
 
+import time
+
 import pytest
 
 from stream_app.stream import store as store_module
 from stream_app.stream.changelog import Checkpoint
 from stream_app.stream.store import LocalStore
+
+MIB = 1024 * 1024
 
 
 @pytest.fixture(params=["batch", "ingested"])
@@ -95,7 +99,29 @@ def test_memory_counts_memtables_then_table_readers_and_the_block_cache(tmp_path
         one.write(0, rows, Checkpoint(1, 1, {"t": 1}, 1))
         assert written["memtables"] > one.memory()["memtables"] > 200_000
         one.close()
-    else:  # two table files, their index and filter blocks held by their readers
-        assert store.get(0, b"p00007") == b"v" * 100
-        assert written["table_readers"] > 0 and store.memory()["block_cache"] > 0
+    else:  # two table files, their index and filter blocks in the block cache
+        assert written["block_cache"] > 0 and store.get(0, b"p00007") == b"v" * 100
     store.close()
+
+
+def test_the_memtables_of_all_partitions_together_stay_under_their_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "INGEST_BYTES", 1 << 62)  # write batches: into the memtables
+
+    def memtables_after_writes(directory, bound):
+        monkeypatch.setattr(store_module, "MEMTABLE_BYTES", bound)
+        store = LocalStore(directory)
+        rows = {b"p%06d" % i: b"v" * 1000 for i in range(1000)}
+        for round_ in range(4):  # 16 MB over four partitions, each under its own two 8 MiB memtables
+            for partition in range(4):
+                store.write(partition, {key + bytes([round_]): value for key, value in rows.items()}, Checkpoint())
+        found = []
+        for _ in range(50):  # flushes run in the background
+            found.append(store.memory()["memtables"])
+            if found[-1] <= bound * 1.5:
+                break
+            time.sleep(0.1)
+        store.close()
+        return found[-1]
+
+    assert memtables_after_writes(tmp_path / "unbounded", 1 << 40) > 12 * MIB
+    assert memtables_after_writes(tmp_path / "bounded", 4 * MIB) <= 6 * MIB
