@@ -506,9 +506,10 @@ def _exposed(families: Any) -> set[str]:
 
 
 def known_metric_names() -> set[str]:
-    """Sample names the worker exposes: stream_app/stream/observe.py, Faust's sensor (prefix faust_), and `up`."""
+    """Sample names the worker exposes: stream_app/stream/observe.py, Faust's sensor (prefix faust_),
+    prometheus_client's process metrics (prefix process_, on Linux) and `up`."""
     from faust.sensors.prometheus import FaustMetrics
-    from prometheus_client import CollectorRegistry
+    from prometheus_client import CollectorRegistry, ProcessCollector
     from prometheus_client.metrics import MetricWrapperBase
 
     names = set()
@@ -517,6 +518,7 @@ def known_metric_names() -> set[str]:
             names |= _exposed(value.describe())
     registry = CollectorRegistry()
     FaustMetrics.create(registry, "faust")  # the worker's setup_prometheus_sensors(app, name_prefix="faust")
+    ProcessCollector(registry=registry)  # in the default registry the worker serves
     names |= _exposed(registry.collect())
     return names | {"up"}  # Prometheus' own, per target
 
@@ -536,7 +538,7 @@ def test_dashboard_panels_query_only_existing_metrics(dashboard):
             assert names, f"{panel['title']}: no metric in {target['expr']!r}"
             unknown = names - known
             assert not unknown, f"{panel['title']}: unknown metrics {sorted(unknown)} in {target['expr']!r}"
-            assert all(n.startswith(("ratings_", "faust_")) or n == "up" for n in names)
+            assert all(n.startswith(("ratings_", "faust_", "process_")) or n == "up" for n in names)
 
 
 def test_dashboard_shows_what_operators_need(dashboard):
@@ -557,6 +559,7 @@ def test_dashboard_shows_what_operators_need(dashboard):
     panel_with("ratings_league_players", "league")
     panel_with("ratings_consumer_lag", "partition")
     panel_with("ratings_worker_state")
+    panel_with("process_resident_memory_bytes", "ratings_local_store_memory_bytes")
     assert "$__rate_interval" in everything
 
 
