@@ -19,7 +19,7 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import faust
 from faust.types import TP
@@ -49,9 +49,11 @@ TRIM_SECONDS = 30.0
 
 def _malloc_trim() -> Any:
     try:
-        return ctypes.CDLL("libc.so.6").malloc_trim
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):
         return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
 
 
 _MALLOC_TRIM = _malloc_trim()
@@ -147,10 +149,8 @@ class WorkerApp:
         app.agent(app.topic(*s.input_topics, acks=False, **topic), name="apply")(self._agent)
         app.on_partitions_revoked.connect(self._on_revoked)
         app.on_partitions_assigned.connect(self._on_assigned)
-        app.timer(2.0)(self._refresh_gauges)
-        app.timer(5.0)(self._commit_group_offsets)
-        if _MALLOC_TRIM is not None:
-            app.timer(TRIM_SECONDS)(self._release_memory)
+        for seconds, timer in self.timers():
+            app.timer(seconds)(timer)
         app.task(self._install_task_dump)
         global _FAUST_SENSORS
         if not _FAUST_SENSORS:  # they register process-wide metrics: once per process (tests build several apps)
@@ -256,6 +256,13 @@ class WorkerApp:
                 "phase": self.worker.phase, "rerating": self.worker.rerates.health()}
 
     # -- timers -------------------------------------------------------------------------
+    def timers(self) -> list[tuple[float, Callable[[], Awaitable[None]]]]:
+        """What the app runs every so many seconds."""
+        found = [(2.0, self._refresh_gauges), (5.0, self._commit_group_offsets)]
+        if _MALLOC_TRIM is not None:
+            found.append((TRIM_SECONDS, self._release_memory))
+        return found
+
     async def _refresh_gauges(self) -> None:
         try:
             ready = self.ready()

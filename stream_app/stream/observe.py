@@ -136,8 +136,9 @@ WORKER_STATE = Gauge(
 ASSIGNED_PARTITIONS = Gauge("ratings_assigned_partitions", "Input partitions assigned to this worker")
 STORE_MEMORY = Gauge(
     "ratings_local_store_memory_bytes",
-    "RocksDB's memory in the local state, by kind: memtables, table_readers (index and filter blocks), "
-    "block_cache, block_cache_pinned (part of block_cache)", ["kind"],
+    "RocksDB's memory in the local state, by kind: memtables, table_readers (held by open table files outside "
+    "the block cache), block_cache (data, index and filter blocks), block_cache_pinned (part of block_cache)",
+    ["kind"],
 )
 STORE_MEMORY_KINDS = ("memtables", "table_readers", "block_cache", "block_cache_pinned")
 
@@ -146,8 +147,15 @@ STATES = ("starting", "recovering", "running", "stopping")
 
 def watch_store(memory: Callable[[], dict[str, int]]) -> None:
     """Read the local store's memory (LocalStore.memory) at each scrape."""
+
+    def read(kind: str) -> float:
+        try:
+            return memory()[kind]
+        except Exception:  # a closed database: never fail the whole scrape
+            return float("nan")
+
     for kind in STORE_MEMORY_KINDS:
-        STORE_MEMORY.labels(kind).set_function(lambda kind=kind: memory()[kind])
+        STORE_MEMORY.labels(kind).set_function(lambda kind=kind: read(kind))
 
 
 def set_state(state: str) -> None:

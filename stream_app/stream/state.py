@@ -132,10 +132,12 @@ Scanner = Callable[[bytes, bytes], Iterable[tuple[bytes, bytes]]]
 # after batch); other keys (match ids: read once, to find a duplicate) only within one.
 CACHED_TABLES = (PLAYERS, LEAGUES)
 # Per partition, the cache starts over when it holds this many entries, or when the
-# values cached since it last started took this many stored bytes (decoded, they
-# take two to three times as much): 50,000 Elo players take about 7 MiB stored, and
-# 50,000 Elo-MMR players with long histories took 115 MiB more of the worker's peak
-# over the Codeforces file (docs/performance.md).
+# values put in it since it last started over took this many stored bytes (decoded,
+# they take two to three times as much). A value replaced counts again: the bytes
+# bound what the cache holds, not exactly, and a small set of players updated again
+# and again starts it over now and then (a re-read of each from RocksDB). 50,000
+# Elo-MMR players with long histories took 115 MiB more of the worker's peak over
+# the Codeforces file than 10,000 (docs/performance.md).
 CACHE_LIMIT = 50_000
 CACHE_BYTES = 16 * 1024 * 1024
 _MISSING = object()

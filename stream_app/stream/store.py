@@ -24,11 +24,12 @@ from .changelog import Checkpoint
 
 CHECKPOINT_KEY = b"\x00checkpoint"  # row keys never start with a zero byte
 
-# RocksDB's memory is bounded whatever the partitions owned or the data held: per
-# partition two 8 MiB memtables, all of them together at most MEMTABLE_BYTES (a
-# flush starts beyond); one block cache for all partitions, holding the table
+# RocksDB's memory does not grow with the data: per partition two 8 MiB memtables,
+# all of them together kept near MEMTABLE_BYTES (the partition written to flushes
+# beyond it: a soft bound); one block cache for all partitions, holding the table
 # files' index and filter blocks too (otherwise each open file keeps its own, which
-# grow with the data: 18 MiB an hour at 600 matches/s).
+# grow with the data: 18 MiB an hour at 600 matches/s); the newest files' stay
+# pinned, since every read consults them.
 WRITE_BUFFER_BYTES = 8 * 1024 * 1024
 MEMTABLE_BYTES = 64 * 1024 * 1024
 BLOCK_CACHE_BYTES = 32 * 1024 * 1024
@@ -52,7 +53,7 @@ class LocalStore:
         table = BlockBasedOptions()
         table.set_block_cache(self._cache)
         table.set_cache_index_and_filter_blocks(True)
-        table.set_pin_l0_filter_and_index_blocks_in_cache(True)  # the newest files' stay: every read consults them
+        table.set_pin_l0_filter_and_index_blocks_in_cache(True)
         table.set_bloom_filter(10, False)
         options.set_block_based_table_factory(table)
         return options

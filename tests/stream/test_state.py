@@ -97,7 +97,7 @@ def test_the_cache_of_committed_players_starts_over_past_its_bytes(monkeypatch):
     state.put(PLAYERS, b"l\x1f2", {"rating": 1.0})
     _, _, after = state.checkpoint_writes()
     state.checkpointed(after)
-    assert state.cache_bytes == 2 * len(value) + small
+    assert state.cache_bytes == 2 * len(value) + small and state.sizes == {}
     assert state.get(PLAYERS, b"l\x1f2") == {"rating": 1.0} and len(reads) == 4
     state.put(PLAYERS, b"l\x1f0", {"rating": 2.0})
     _, _, after = state.checkpoint_writes()
