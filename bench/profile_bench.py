@@ -41,7 +41,8 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.sample import two_player_league
 from stream_app.rating import apply
 from stream_app.stream import observe
-from stream_app.stream.changelog import Checkpoint, row_values
+from stream_app.stream.app import GC_THRESHOLDS
+from stream_app.stream.changelog import Checkpoint
 from stream_app.stream.records import PartitionLeagues, RecordHandler
 from stream_app.stream.state import PartitionState
 from stream_app.stream.store import LocalStore
@@ -90,10 +91,10 @@ class Run:
             self.tally.applied_batch(applied, time.time())
             self.seconds["tally"] += clock() - started
         started = clock()
-        rows, _, after = state.checkpoint_writes()
+        _, values, _, after = state.checkpoint_writes()
         self.seconds["rows"] += clock() - started
         started = clock()
-        self.store.write(0, row_values(rows), after)
+        self.store.write(0, values, after)
         self.seconds["store"] += clock() - started
         started = clock()
         state.checkpointed(after)
@@ -109,7 +110,7 @@ def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3
     lines = matches(matches_n)
     extra = "" if history_max is None else f"history_max = {history_max}\n"
     config = LeagueConfig.from_toml(f'[default]\nalgorithm = "elo"\n{extra}')
-    gc.set_threshold(50_000, 10, 10)  # the worker's setting (stream/app.py)
+    gc.set_threshold(*GC_THRESHOLDS)  # the worker's setting
     passes: dict[str, dict[str, float]] = {}
     for _ in range(repeat):
         for how in ("parse", "apply", "handle"):

@@ -213,8 +213,9 @@ class Harness:
         result = HANDLER.handle(self.state, TOPIC, 0, self.offset, key, value)  # must not raise
         self.offset += 1
         check_result(result)
-        rows, _, checkpoint = self.state.checkpoint_writes()
-        for key, raw in row_values(rows).items():
+        rows, values, _, checkpoint = self.state.checkpoint_writes()
+        assert values == row_values(rows)  # the store gets what the changelog says
+        for key, raw in values.items():
             if raw is None:
                 self.store.pop(key, None)  # deleted (a re-rate's)
             else:

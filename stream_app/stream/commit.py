@@ -142,16 +142,16 @@ class Committer:
                 raise result
 
     async def _checkpoint(self, state: PartitionState, outputs_acked: Awaitable) -> None:
-        rows, mark, after = state.checkpoint_writes()
+        rows, values, mark, after = state.checkpoint_writes()
         foreign = await self._send(state, rows)
         while foreign:  # write again what a replaced worker wrote over, before the checkpoint
             again = state.rows_for(foreign)
-            rows += again
+            values.update(row_values(again))
             foreign = await self._send(state, again)
         await outputs_acked
         state.repair |= await self._send(state, [mark])  # too late for this batch: in the next
         after.changelog = state.changelog_next - 1
-        self.store.write(state.partition, row_values(rows), after)
+        self.store.write(state.partition, values, after)
         self.on_commit(state.partition, state.overlay)
         state.checkpointed(after)
         observe.CHECKPOINTS.inc()

@@ -20,12 +20,12 @@ in the order the rules need. docs/design.md has the argument; in short:
 from __future__ import annotations
 
 from itertools import islice
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 import orjson
 
 from ..events import SEP, format_time
-from .changelog import Checkpoint, checkpoint_record, row_record
+from .changelog import VALUE_START, Checkpoint, RowWriter, checkpoint_record, row_values
 
 # Tables: one key space per partition, each table's keys behind its own first byte.
 PLAYERS = "players"
@@ -143,6 +143,16 @@ CACHE_BYTES = 16 * 1024 * 1024
 _MISSING = object()
 
 
+class CheckpointWrites(NamedTuple):
+    """What a checkpoint writes: the changelog rows, the same rows' new values by store
+    key (None: delete) for the local store, the checkpoint record, and the checkpoint."""
+
+    rows: list[tuple[bytes, bytes]]
+    values: dict[bytes, bytes | None]
+    mark: tuple[bytes, bytes]
+    checkpoint: Checkpoint
+
+
 def _first(item: tuple) -> Any:
     return item[0]
 
@@ -171,7 +181,8 @@ class PartitionState:
         # partition's state while it lives, so they stay true until it commits them anew.
         self.cache: dict[tuple[str, bytes], Any] = {}
         self.cache_bytes = 0  # stored bytes of the values cached since the cache last started over
-        self.sizes: dict[tuple[str, bytes], int] = {}  # stored bytes of the cached tables' rows of the batch
+        # The cached tables' writes of the batch, with their stored sizes: cached once it commits.
+        self.to_cache: list[tuple[tuple[str, bytes], Any, int]] = []
         self.reads: dict[tuple[str, bytes], Any] = {}  # the same, for this batch only
         self.changelog_next = checkpoint.changelog + 1  # where this owner's next changelog record lands
         self.repair: set[bytes] = set()  # keys a replaced worker wrote since: written again next batch
@@ -282,49 +293,63 @@ class PartitionState:
     def dirty(self) -> bool:
         return bool(self.overlay or self.offsets or self.repair)
 
-    def checkpoint_writes(self) -> tuple[list[tuple[bytes, bytes]], tuple[bytes, bytes], Checkpoint]:
-        """This batch's changelog rows, its checkpoint record, and the checkpoint
-        (its changelog offset is set once the broker has acknowledged the record)."""
+    def checkpoint_writes(self) -> CheckpointWrites:
+        """This batch's changelog rows and store values, its checkpoint record, and the
+        checkpoint (its changelog offset is set once the broker has acknowledged the record)."""
         epoch, batch = self.checkpoint.epoch, self.checkpoint.batch + 1
+        row = RowWriter(epoch, batch).row
         committed = self.committed_value
+        cached, read = self.cache.get, self.reads.get
         dumps = orjson.dumps
-        # Each row record is built by one concatenation, so it has exactly its size (an
-        # orjson result keeps the larger block it was written in; a batch holds many).
+        prefix = TABLE_PREFIX
         rows = []
-        sizes = self.sizes
+        values: dict[bytes, bytes | None] = {}
+        to_cache = self.to_cache = []
         for item, value in self.overlay.items():
-            before = _dumps_or_none(committed(item))
+            table, key = item
+            stored = None if value is None else dumps(value)
+            if table in CACHED_TABLES:
+                to_cache.append((item, value, 0 if stored is None else len(stored)))
+                before = cached(item, _MISSING)
+            else:
+                before = read(item, _MISSING)
+            if before is _MISSING:
+                before = committed(item)
             if value is None and before is None:
                 continue  # a key written and deleted within the batch (a re-rate's scratch rows)
-            stored = None if value is None else dumps(value)
-            if stored is not None and item[0] in CACHED_TABLES:
-                sizes[item] = len(stored)
-            rows.append(row_record(epoch, batch, store_key(*item), stored, before))
-        rows += self.rows_for(set())
+            key = prefix[table] + key
+            record = row(key, stored, None if before is None else dumps(before))
+            rows.append(record)
+            # The value sliced from its record: an orjson result keeps the 4 KiB block it
+            # was written in, and the batch's values wait for the broker's acks.
+            values[key] = None if stored is None else record[1][VALUE_START:VALUE_START + len(stored)]
+        again = self.rows_for(set())
+        if again:
+            rows += again
+            values.update(row_values(again))
         after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets})
-        return rows, checkpoint_record(epoch, batch, after.offsets), after
+        return CheckpointWrites(rows, values, checkpoint_record(epoch, batch, after.offsets), after)
 
     def rows_for(self, keys: set[bytes]) -> list[tuple[bytes, bytes]]:
         """Rows of the batch in progress that write these keys (and those waiting
         for repair) again: their values as of the batch."""
         keys = keys | self.repair
         self.repair = set()
-        epoch, batch = self.checkpoint.epoch, self.checkpoint.batch + 1
+        row = RowWriter(self.checkpoint.epoch, self.checkpoint.batch + 1).row
         rows = []
         for key in sorted(keys):
             item = (_TABLE_OF[key[:1]], key[1:])
             value = self.get(*item)
-            rows.append(row_record(epoch, batch, key, _dumps_or_none(value), _dumps_or_none(self.committed_value(item))))
+            rows.append(row(key, _dumps_or_none(value), _dumps_or_none(self.committed_value(item))))
         return rows
 
     def checkpointed(self, checkpoint: Checkpoint) -> None:
         """The batch is committed: the overlay is now the committed state."""
         self.checkpoint = checkpoint
-        sizes = self.sizes
-        for item, value in self.overlay.items():
-            if item[0] in CACHED_TABLES:
-                self._cache(item, value, sizes.get(item, 0))
-        sizes.clear()
+        cache = self._cache
+        for item, value, size in self.to_cache:
+            cache(item, value, size)
+        self.to_cache = []
         self.overlay.clear()
         self.journal = None
         self.reads.clear()

@@ -19,9 +19,10 @@ def test_a_batch_reads_its_own_writes_and_commits_them_only_at_its_checkpoint():
     state.put(MATCHES, b"l\x1fm1", {"seq": 1})
     assert state.get(PLAYERS, b"l\x1fa") == {"rating": 2.0}
     assert state.committed_value((PLAYERS, b"l\x1fa")) == {"rating": 1.0}
-    rows, mark, after = state.checkpoint_writes()
+    rows, values, mark, after = state.checkpoint_writes()
     # Each row has the owner's epoch and the next batch, the new value and the one before.
     by_key = dict(rows)
+    assert values == {key: new_value(record) for key, record in rows}  # what the local store gets
     record = by_key[store_key(PLAYERS, b"l\x1fa")]
     assert orjson.loads(new_value(record)) == {"rating": 2.0} and orjson.loads(old_value(record)) == {"rating": 1.0}
     assert old_value(by_key[store_key(MATCHES, b"l\x1fm1")]) is None
@@ -45,7 +46,7 @@ def test_offsets_at_or_below_the_checkpoint_are_applied_and_the_next_one_is_expe
     assert state.next_offset(TOPIC) == 42 and state.next_offset("other") is None
     state.note_offset(TOPIC, 42)
     assert state.already_applied(TOPIC, 42) and state.next_offset(TOPIC) == 43
-    _, _, after = state.checkpoint_writes()
+    _, _, _, after = state.checkpoint_writes()
     assert after.offsets == {TOPIC: 42}
 
 
@@ -59,8 +60,9 @@ def test_keys_a_replaced_worker_wrote_are_written_again_with_the_owners_values()
     assert orjson.loads(new_value(again[store_key(PLAYERS, b"l\x1fb")])) == {"rating": 5.0}
     assert new_value(again[store_key(PLAYERS, b"l\x1fz")]) is None  # the owner has none: a deletion
     state.repair = {store_key(PLAYERS, b"l\x1fa")}
-    rows, _, _ = state.checkpoint_writes()
+    rows, values, _, _ = state.checkpoint_writes()
     assert {key for key, _ in rows} == {store_key(PLAYERS, b"l\x1fa"), store_key(PLAYERS, b"l\x1fb")}
+    assert orjson.loads(values[store_key(PLAYERS, b"l\x1fa")]) == {"rating": 1.0}  # the repair, stored too
     assert not state.repair
 
 
@@ -95,11 +97,11 @@ def test_the_cache_of_committed_players_starts_over_past_its_bytes(monkeypatch):
     assert len(reads) == 4 and state.cache_bytes == 2 * len(value)
     # A batch's rows count, once committed, with the bytes they are stored in.
     state.put(PLAYERS, b"l\x1f2", {"rating": 1.0})
-    _, _, after = state.checkpoint_writes()
+    _, _, _, after = state.checkpoint_writes()
     state.checkpointed(after)
-    assert state.cache_bytes == 2 * len(value) + small and state.sizes == {}
+    assert state.cache_bytes == 2 * len(value) + small and state.to_cache == []
     assert state.get(PLAYERS, b"l\x1f2") == {"rating": 1.0} and len(reads) == 4
     state.put(PLAYERS, b"l\x1f0", {"rating": 2.0})
-    _, _, after = state.checkpoint_writes()
+    _, _, _, after = state.checkpoint_writes()
     state.checkpointed(after)  # past the bytes: started over
     assert state.cache == {(PLAYERS, b"l\x1f0"): {"rating": 2.0}} and state.cache_bytes == small
