@@ -10,7 +10,9 @@ this benchmark starts and stops itself, next to a baseline from the same run:
    the 2N rating-changed events read back; the ratio to (1), and to the same
    job as a Quix Streams application (bench/quix_app.py: RocksDB state with
    changelogs, at-least-once) on the same input, from its first processed
-   match to the last of its events read back;
+   match to the last of its events read back; then again through two workers
+   of one group sharing the partitions (`--scale-workers`), with the cores
+   the broker, the workers and this process (publisher and reader) used;
 3. latency at a steady rate (2,000 and 500 matches/s for 30 s each, each rate
    with a broker and a worker of its own, caught up): publish time to each
    rating-changed event's arrival, with the p50 of each tenth of the run and the
@@ -28,7 +30,7 @@ this benchmark starts and stops itself, next to a baseline from the same run:
 
 Recovery after a crash and failover are bench/recovery_bench.py's.
 
-    python -m bench.stream_bench [--matches N] [--quick] [--only STAGE ...] [--profile SECONDS]
+    python -m bench.stream_bench [--matches N] [--quick] [--only STAGE ...] [--profile SECONDS] [--scale-workers N]
 
 Each stage has its own broker (Tansu keeps everything in memory), so memory from
 one stage does not weigh on the next.
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import os
 import random
 import shutil
 import sys
@@ -91,6 +94,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--codeforces-timeout", type=float, default=2400.0, help="give up ingesting after this many s")
     p.add_argument("--broker-rss-limit-gb", type=float, default=10.0,
                    help="stop waiting for Codeforces ingestion if the broker's RSS passes this (default %(default)s)")
+    p.add_argument("--scale-workers", type=int, default=2, metavar="N",
+                   help="(2) again with N workers sharing the partitions (default %(default)s: one per core here; 0: skip)")
     p.add_argument("--profile", type=float, default=0.0, metavar="SECONDS",
                    help="py-spy the worker for this long during (2) (default: no profile)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data, profiles)")
@@ -171,15 +176,7 @@ class Bench:
 
         quix = self.quix(broker, topics.match, n)
 
-        seen: set[str] = set()
-        last = [0.0]
-
-        def on_event(event: dict[str, Any], now: float) -> None:
-            seen.add(event["event_id"])
-            last[0] = now
-
-        collector = Collector(broker.bootstrap, topics.changes, on_event, max_wait_ms=50)
-        collector.start()
+        collector, seen, last = read_changes(broker, topics.changes)
         worker = self.worker(broker, topics, "tput", "service")
         spy: dict[str, Any] = {}
         spy_thread = None
@@ -224,8 +221,61 @@ class Bench:
         if spy:
             result["profile"] = spy
         self.stop(worker)
+        if self.args.scale_workers > 1:
+            scaled = self.scale_out(broker, records, n, self.args.scale_workers)
+            if "matches_per_s" in scaled:
+                scaled["ratio_to_ceiling"] = scaled["matches_per_s"] / ceiling
+                scaled["ratio_to_one_worker"] = scaled["matches_per_s"] / service
+            result["scaled"] = scaled
         broker.stop()
         return result
+
+    def scale_out(self, broker: EmbeddedBroker, records: list[tuple[bytes, bytes]], n: int, count: int) -> dict[str, Any]:
+        """The same matches through `count` workers of one group (each owns its share of the
+        partitions, as a deployment scales out), on topics of their own: the input is
+        published once every worker is ready; timed from the first match applied by any
+        of them to the last change read back."""
+        topics = Topics("scale")
+        asyncio.run(create_topics(broker.url, topics))
+        collector, seen, last = read_changes(broker, topics.changes)
+        workers = [self.worker(broker, topics, "scale", f"scale-{i}") for i in range(count)]
+
+        def healths() -> list[dict[str, Any]]:
+            return [worker.health() or {} for worker in workers]
+
+        def shared() -> bool:
+            found = healths()
+            owned = [len(h.get("assigned_partitions") or ()) for h in found]
+            return all(h.get("ready") for h in found) and all(owned) and sum(owned) == 8
+
+        pids = {"broker": [broker.pid], "workers": [worker.pid for worker in workers], "this process": [os.getpid()]}
+
+        def cpu() -> dict[str, float]:
+            return {name: sum(cpu_seconds(pid) or 0.0 for pid in group) for name, group in pids.items()}
+
+        try:
+            wait_until(shared, 300, f"{count} ready workers sharing the partitions", collector)
+            cpu_before, wall_before = cpu(), time.perf_counter()
+            asyncio.run(publish(broker.bootstrap, topics.match, records))
+            wait_until(lambda: len(seen) >= 2 * n, n / 50 + 600, f"{2 * n:,} rating-changed events of {count} workers",
+                       collector, progress=lambda: f"{count} workers: {len(seen):,} changes read")
+            wall = time.perf_counter() - wall_before
+            cores = {name: (used - cpu_before[name]) / wall for name, used in cpu().items()}
+            found = healths()
+        except Exception as exc:  # the scale-out figure is lost, not the stage
+            log(f"{count} workers: FAILED: {exc}")
+            return {"workers": count, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+        finally:
+            collector.stop()
+            for worker in workers:
+                self.stop(worker)
+        seconds = last[0] - min(h["first_applied_at"] for h in found if h.get("first_applied_at"))
+        rate = n / seconds
+        shares = ", ".join(f"{h.get('applied') or 0:,}" for h in found)
+        used = ", ".join(f"{name} {value:.2f}" for name, value in cores.items())
+        log(f"{count} workers: {n:,} matches in {seconds:.1f} s = {rate:,.0f} matches/s (applied {shares}; cores: {used})")
+        return {"workers": count, "seconds": seconds, "matches_per_s": rate, "cores": cores,
+                "applied": [h.get("applied") for h in found], "distinct_changes": len(seen)}
 
     def quix(self, broker: EmbeddedBroker, input_topic: str, n: int) -> dict[str, Any]:
         """The same job as a Quix Streams application (bench/quix_app.py) on the same input:
@@ -442,6 +492,21 @@ class Bench:
         return result
 
 
+def read_changes(broker: EmbeddedBroker, topic: str) -> tuple[Collector, set[str], list[float]]:
+    """A started reader of rating-changed events: the distinct event ids read so far,
+    and when the last one arrived ([seconds])."""
+    seen: set[str] = set()
+    last = [0.0]
+
+    def on_event(event: dict[str, Any], now: float) -> None:
+        seen.add(event["event_id"])
+        last[0] = now
+
+    collector = Collector(broker.bootstrap, topic, on_event, max_wait_ms=50)
+    collector.start()
+    return collector, seen, last
+
+
 async def ceiling_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> float:
     """Consume, rate and build the events as the worker does (bench/elo_job.py: per-league
     state, the worker's event bytes per participant), produce them keyed by league in record
@@ -530,6 +595,14 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
              f"{t['quix']['matches_per_s']:,.0f} matches/s" if "matches_per_s" in t["quix"] else "FAILED",
              f"service {t['ratio_service_to_quix']:.2f} x Quix" if t.get("ratio_service_to_quix") else ""),
             ("    worker start to first applied match", f"{t['worker_start_to_first_applied_s']:.1f} s", ""),
+        ]
+        scaled = t.get("scaled")
+        if scaled:
+            label = f"    the service with {scaled['workers']} workers (one group, the partitions shared)"
+            rows.append((label, f"{scaled['matches_per_s']:,.0f} matches/s",
+                         f"{scaled['ratio_to_ceiling']:.3f} of (1), {scaled['ratio_to_one_worker']:.2f} x one worker")
+                        if "matches_per_s" in scaled else (label, "FAILED", str(scaled.get("error", ""))[:100]))
+        rows += [
             ("(6) worker peak RSS / data dir after (2)", f"{_mb(t['worker_peak_rss_bytes'])} / {_mb(t['data_dir_bytes'])}", ""),
         ]
     for lat in (results.get("latency") or {}).values():

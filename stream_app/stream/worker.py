@@ -110,7 +110,9 @@ class Worker:
                 state = touched[received.partition] = await self._take_up(received.partition)
                 self.phase = applying
             mine = outputs.setdefault(received.partition, [])
-            for record in await self._with_skipped(state, received):
+            expected = state.next_offset(received.topic)
+            for record in (await self._with_skipped(state, received, expected)
+                           if expected is not None and received.offset > expected else (received,)):
                 if state.jobs:  # a re-rate holds the partition: its input waits
                     await self._finish_rerates(state, mine)
                     self.phase = applying
@@ -134,7 +136,8 @@ class Worker:
             self.tally.dead_letter(error.code, error.league, is_duplicate(error))
         if outcome.applied is not None:
             applied.append((outcome.applied, record.timestamp))
-        self.rerates.progress(state, outcome, started)
+        if outcome.pending is not None or outcome.rerated is not None:  # a re-rate began (or ended)
+            self.rerates.progress(state, outcome, started)
 
     # -- re-rates in parts --------------------------------------------------------------
     async def finish_rerates(self) -> None:
@@ -178,16 +181,13 @@ class Worker:
             self.handler.take_up(state)
         return state
 
-    async def _with_skipped(self, state: PartitionState, record: Any) -> list[Any]:
-        """The record, preceded by any records of its partition that input skipped.
+    async def _with_skipped(self, state: PartitionState, record: Any, expected: int) -> list[Any]:
+        """The record, preceded by the records of its partition that input skipped: it
+        arrived past `expected`, the next offset the partition's state expects.
 
         The intake starts each partition right after its checkpoint, so this is a
-        safety net: a record past the next expected offset means the consumer
-        jumped. The missing records are read directly from the broker, in order,
-        and applied first."""
-        expected = state.next_offset(record.topic)
-        if expected is None or record.offset <= expected:
-            return [record]
+        safety net: the consumer jumped. The missing records are read directly from
+        the broker, in order, and applied first."""
         log.warning("input %s[%d] arrived at offset %d, past the checkpoint (next %d): reading %d skipped records",
                     record.topic, record.partition, record.offset, expected, record.offset - expected)
         observe.INPUT_GAPS.inc()
