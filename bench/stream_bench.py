@@ -3,7 +3,8 @@ this benchmark starts and stops itself, next to a baseline from the same run:
 
 1. ceiling: a plain aiokafka loop over the pre-published input doing the worker's
    output work (bench/elo_job.py: per-league state, the worker's rating-changed
-   event bytes per participant, 512 KiB record batches), offsets committed after
+   event bytes per participant) and producing it as the worker does (whole
+   record batches of up to 512 KiB per partition), offsets committed after
    each batch;
 2. service: the same N two-player `elo` matches (50 leagues, 8 partitions)
    through one `ratings worker`, from its first applied match to the last of
@@ -55,6 +56,7 @@ import orjson
 
 from stream_app.broker import EmbeddedBroker
 from stream_app.offline.sample import multi_player_league, two_player_league
+from stream_app.stream.records import key_partition
 
 from . import elo_job, quix_app
 from .streamtools import (ROOT, Collector, cpu_seconds, PhaseSampler, Topics, Worker, command_main, create_topics, dir_size, keyed,
@@ -509,9 +511,9 @@ def read_changes(broker: EmbeddedBroker, topic: str) -> tuple[Collector, set[str
 
 async def ceiling_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> float:
     """Consume, rate and build the events as the worker does (bench/elo_job.py: per-league
-    state, the worker's event bytes per participant), produce them keyed by league in record
-    batches of up to 512 KiB (the worker's size), commit after each fetched batch; seconds
-    from the first record to the last commit."""
+    state, the worker's event bytes per participant), produce them keyed by league as the
+    worker does (Kafka's partitioner, whole record batches of up to 512 KiB per partition),
+    commit after each fetched batch; seconds from the first record to the last commit."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"ceiling-{time.time_ns()}",
@@ -520,6 +522,7 @@ async def ceiling_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> fl
                                 max_batch_size=512 * 1024, max_request_size=2 * 1024 * 1024)
     await consumer.start()
     await producer.start()
+    partitions = len(await producer.partitions_for(out_topic))
     leagues: dict[bytes, dict[str, list]] = {}
     done, started = 0, None
     try:
@@ -527,16 +530,25 @@ async def ceiling_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> fl
             batches = await consumer.getmany(timeout_ms=500, max_records=5000)
             if started is None and batches:
                 started = time.perf_counter()
-            futures = []
+            outputs: dict[int, list[tuple[bytes, bytes]]] = {}
             for records in batches.values():
                 for record in records:
                     players = leagues.get(record.key)
                     if players is None:
                         players = leagues[record.key] = {}
-                    for value in elo_job.rate(players, orjson.loads(record.value)):
-                        futures.append(await producer.send(out_topic, value, key=record.key))
+                    out = outputs.setdefault(key_partition(record.key, partitions), [])
+                    out += [(record.key, value) for value in elo_job.rate(players, orjson.loads(record.value))]
                     done += 1
-            await asyncio.gather(*futures)
+            acks = []
+            for partition, records in outputs.items():
+                batch = producer.create_batch()
+                for key, value in records:
+                    if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start another
+                        acks.append(await producer.send_batch(batch, out_topic, partition=partition))
+                        batch = producer.create_batch()
+                        batch.append(key=key, value=value, timestamp=None)
+                acks.append(await producer.send_batch(batch, out_topic, partition=partition))
+            await asyncio.gather(*acks)
             if batches:
                 await consumer.commit()
     finally:
