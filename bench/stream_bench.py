@@ -50,7 +50,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -59,8 +59,9 @@ from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.stream.records import key_partition
 
 from . import elo_job, quix_app
-from .streamtools import (ROOT, Collector, cpu_seconds, PhaseSampler, Topics, Worker, command_main, create_topics, dir_size, keyed,
-                          log, percentiles, profile, publish, send_paced, vm_hwm, vm_rss, wait_until)
+from .streamtools import (PARTITIONS, ROOT, Collector, PhaseSampler, Topics, Worker, command_main, cpu_seconds,
+                          create_topics, dir_size, keyed, log, percentiles, profile, publish, send_paced, vm_hwm, vm_rss,
+                          wait_until)
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
 CODEFORCES_CONFIG = ROOT / "deploy" / "accuracy" / "codeforces-elo-mmr.toml"
@@ -96,8 +97,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--codeforces-timeout", type=float, default=2400.0, help="give up ingesting after this many s")
     p.add_argument("--broker-rss-limit-gb", type=float, default=10.0,
                    help="stop waiting for Codeforces ingestion if the broker's RSS passes this (default %(default)s)")
-    p.add_argument("--scale-workers", type=int, default=2, metavar="N",
-                   help="(2) again with N workers sharing the partitions (default %(default)s: one per core here; 0: skip)")
+    p.add_argument("--scale-workers", type=int, metavar="N",
+                   help="(2) again with N workers sharing the partitions (default 2, one per core here; quick 0: skip)")
     p.add_argument("--profile", type=float, default=0.0, metavar="SECONDS",
                    help="py-spy the worker for this long during (2) (default: no profile)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data, profiles)")
@@ -107,6 +108,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.matches = args.matches or (20_000 if quick else 100_000)
     args.latency_seconds = args.latency_seconds or (10.0 if quick else 30.0)
     args.mmr_rounds = args.mmr_rounds or (2 if quick else 4)
+    args.scale_workers = (0 if quick else 2) if args.scale_workers is None else args.scale_workers
     args.stages = args.only or [s for s in STAGES if not (quick and s == "codeforces")]
     return args
 
@@ -208,7 +210,7 @@ class Bench:
         service = n / seconds
         log(f"service: {n:,} matches in {seconds:.1f} s = {service:,.0f} matches/s ({service / ceiling:.3f} of the ceiling)")
         result = {
-            "matches": n, "leagues": LEAGUES, "partitions": 8,
+            "matches": n, "leagues": LEAGUES, "partitions": PARTITIONS,
             "ceiling_s": ceiling_s, "ceiling_matches_per_s": ceiling,
             "service_s": seconds, "service_matches_per_s": service, "ratio_service_to_ceiling": service / ceiling,
             "quix": quix, "ratio_service_to_quix": service / quix["matches_per_s"] if "matches_per_s" in quix else None,
@@ -232,7 +234,8 @@ class Bench:
         broker.stop()
         return result
 
-    def scale_out(self, broker: EmbeddedBroker, records: list[tuple[bytes, bytes]], n: int, count: int) -> dict[str, Any]:
+    def scale_out(self, broker: EmbeddedBroker, records: list[tuple[bytes, bytes]], n: int,
+                  count: int) -> dict[str, Any]:
         """The same matches through `count` workers of one group (each owns its share of the
         partitions, as a deployment scales out), on topics of their own: the input is
         published once every worker is ready; timed from the first match applied by any
@@ -248,22 +251,33 @@ class Bench:
         def shared() -> bool:
             found = healths()
             owned = [len(h.get("assigned_partitions") or ()) for h in found]
-            return all(h.get("ready") for h in found) and all(owned) and sum(owned) == 8
+            return all(h.get("ready") for h in found) and all(owned) and sum(owned) == PARTITIONS
 
         pids = {"broker": [broker.pid], "workers": [worker.pid for worker in workers], "this process": [os.getpid()]}
 
         def cpu() -> dict[str, float]:
             return {name: sum(cpu_seconds(pid) or 0.0 for pid in group) for name, group in pids.items()}
 
+        def running(condition: Callable[[], Any]) -> Callable[[], Any]:
+            def check() -> Any:
+                for worker in workers:
+                    if worker.proc.poll() is not None:
+                        raise RuntimeError(f"{worker.name} exited ({worker.proc.returncode}):\n{worker.log_tail()}")
+                return condition()
+            return check
+
         try:
-            wait_until(shared, 300, f"{count} ready workers sharing the partitions", collector)
+            wait_until(running(shared), 300, f"{count} ready workers sharing the partitions", collector)
             cpu_before, wall_before = cpu(), time.perf_counter()
             asyncio.run(publish(broker.bootstrap, topics.match, records))
-            wait_until(lambda: len(seen) >= 2 * n, n / 50 + 600, f"{2 * n:,} rating-changed events of {count} workers",
-                       collector, progress=lambda: f"{count} workers: {len(seen):,} changes read")
+            wait_until(running(lambda: len(seen) >= 2 * n), n / 50 + 600,
+                       f"{2 * n:,} rating-changed events of {count} workers", collector,
+                       progress=lambda: f"{count} workers: {len(seen):,} changes read")
             wall = time.perf_counter() - wall_before
             cores = {name: (used - cpu_before[name]) / wall for name, used in cpu().items()}
             found = healths()
+            seconds = last[0] - min(h["first_applied_at"] for h in found if h.get("first_applied_at"))
+            rate = n / seconds
         except Exception as exc:  # the scale-out figure is lost, not the stage
             log(f"{count} workers: FAILED: {exc}")
             return {"workers": count, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
@@ -271,11 +285,10 @@ class Bench:
             collector.stop()
             for worker in workers:
                 self.stop(worker)
-        seconds = last[0] - min(h["first_applied_at"] for h in found if h.get("first_applied_at"))
-        rate = n / seconds
         shares = ", ".join(f"{h.get('applied') or 0:,}" for h in found)
         used = ", ".join(f"{name} {value:.2f}" for name, value in cores.items())
-        log(f"{count} workers: {n:,} matches in {seconds:.1f} s = {rate:,.0f} matches/s (applied {shares}; cores: {used})")
+        log(f"{count} workers: {n:,} matches in {seconds:.1f} s = {rate:,.0f} matches/s "
+            f"(applied {shares}; cores: {used})")
         return {"workers": count, "seconds": seconds, "matches_per_s": rate, "cores": cores,
                 "applied": [h.get("applied") for h in found], "distinct_changes": len(seen)}
 
@@ -541,6 +554,8 @@ async def ceiling_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> fl
                     done += 1
             acks = []
             for partition, records in outputs.items():
+                if not records:
+                    continue
                 batch = producer.create_batch()
                 for key, value in records:
                     if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start another

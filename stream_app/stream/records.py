@@ -306,7 +306,7 @@ class RecordHandler:
                 self._rerated(league, done, outcome)
         except BadEvent as exc:
             state.rollback()
-            outcome.dead_letter = exc
+            outcome.dead_letter = _detached(exc)
             outcome.outputs.append(_dead_letter_output(exc, key, payload, topic, partition, offset))
         except Exception as exc:  # a bug or an input the engine cannot handle: never crash the worker
             state.rollback()  # nothing of a record half applied stays
@@ -360,6 +360,14 @@ def _encode(event: dict) -> bytes:
     (about 4 KiB), and the worker holds a batch's outputs until the broker has them;
     a copy of the exact size is cheaper than thousands of such blocks."""
     return bytes(memoryview(orjson.dumps(event)))
+
+
+def _detached(error: BadEvent) -> BadEvent:
+    """The error without its traceback and the exceptions it arose from: their frames
+    lead back to this one, which holds the outcome that keeps the error, a cycle only
+    the cyclic collector frees (the worker's runs rarely: stream/app.py)."""
+    error.__traceback__ = error.__context__ = error.__cause__ = None
+    return error
 
 
 def _dead_letter_output(error: BadEvent, key: bytes | None, payload: bytes, topic: str, partition: int,

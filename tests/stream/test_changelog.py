@@ -6,7 +6,7 @@ is not accepted."""
 import orjson
 
 from stream_app.stream.changelog import (Checkpoint, ChangelogReader, checkpoint_record, epoch_key, fence_record,
-                                         row_record)
+                                         new_value, old_value, row_record)
 
 TOPIC = "match-results"
 
@@ -90,3 +90,13 @@ def test_a_compacted_changelog_keeps_each_epochs_last_checkpoint():
     rows, checkpoint, _ = read(compacted)
     assert rows == {b"pa": 1, b"pb": 2}  # batch 4 of epoch 2 has no checkpoint: pc waits
     assert (checkpoint.epoch, checkpoint.batch) == (2, 3)
+
+
+def test_a_row_record_keeps_its_byte_layout():
+    # Changelogs outlive releases: a worker reads rows an older one wrote.
+    key, record = row_record(3, 258, b"pa", b"[1]", b"[0]")
+    assert key == b"pa"
+    assert record == (b"D" + bytes(7) + b"\x03" + bytes(6) + b"\x01\x02" + bytes(3) + b"\x03" + b"[1]" + b"[0]")
+    assert new_value(record) == b"[1]" and old_value(record) == b"[0]"
+    assert row_record(1, 1, b"pa", None, None)[1] == b"D" + bytes(7) + b"\x01" + bytes(7) + b"\x01" + bytes(4)
+    assert new_value(row_record(1, 1, b"pa", None, b"x")[1]) is None

@@ -1,5 +1,7 @@
 """What one input record becomes (stream/records.py)."""
 
+import gc
+
 import orjson
 
 from stream_app.leagues import LeagueConfig
@@ -48,3 +50,23 @@ def test_a_record_on_the_wrong_partition_is_forwarded_keyed_by_league_and_refuse
     assert outcome.forwarded and [(o.kind, o.key, o.value) for o in outcome.outputs] == [("forward", b"chess", LINE)]
     again = handler.handle(fresh(), FORWARD, wrong, 0, b"chess", LINE)
     assert again.dead_letter.code == "schema_violation" and not again.forwarded
+
+
+def test_dead_letters_leave_no_garbage_for_the_cyclic_collector():
+    # The worker's collector runs rarely (stream/app.py): a flood of rejected records
+    # must be freed by reference counting alone.
+    handler = RecordHandler(CONFIG, 1, FORWARD)
+    bad = [b"not json", orjson.dumps({"league": "chess"}), LINE, LINE]  # the last: a duplicate
+    for offset, value in enumerate(bad):  # the schema's validator is built at its first use, once
+        handler.handle(fresh(), TOPIC, 0, offset, b"chess", value)
+    state = fresh()
+    gc.collect()
+    gc.disable()
+    try:
+        outcomes = [handler.handle(state, TOPIC, 0, offset, b"chess", value) for offset, value in enumerate(bad)]
+        assert [o.dead_letter.code for o in outcomes if o.dead_letter] == ["invalid_json", "schema_violation",
+                                                                           "duplicate_match"]
+        del outcomes
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
