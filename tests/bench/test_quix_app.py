@@ -7,39 +7,14 @@ from __future__ import annotations
 import asyncio
 import random
 
-from aiokafka import AIOKafkaConsumer
-from aiokafka.structs import TopicPartition
-
 from bench import elo_job, quix_app
 from stream_app.offline.sample import two_player_league
-from tests.support.kafka import ensure_topics, keyed, publish
+from tests.support.kafka import ensure_topics, keyed, publish, read_records
 from tests.support.names import unique_name
 
 LEAGUES = 5
 PER_LEAGUE = 400
 PARTITIONS = 8
-
-
-async def read_records(bootstrap: str, topic: str, expected: int, timeout: float = 30.0) -> list[tuple[bytes, bytes]]:
-    """(key, value) of every record, each partition in order: until `expected` are read, then one more
-    second for any beyond them."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    records: list[tuple[bytes, bytes]] = []
-    try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while len(records) < expected and loop.time() < deadline:
-            for messages in (await consumer.getmany(timeout_ms=500)).values():
-                records.extend((m.key, m.value) for m in messages)
-        for messages in (await consumer.getmany(timeout_ms=1000)).values():
-            records.extend((m.key, m.value) for m in messages)
-    finally:
-        await consumer.stop()
-    return records
 
 
 def test_the_quix_app_publishes_the_plain_jobs_bytes_for_every_league_in_order(broker, tmp_path):
@@ -58,10 +33,10 @@ def test_the_quix_app_publishes_the_plain_jobs_bytes_for_every_league_in_order(b
     assert result["first_at"] <= result["last_at"] <= result["stopped_at"]
     assert result["peak_rss_bytes"] > 0
     assert list((tmp_path / "quix" / "state").rglob("CURRENT")), "no RocksDB store under the state directory"
-    records = asyncio.run(read_records(broker.bootstrap, sink, 2 * len(matches)))
+    records = asyncio.run(read_records(broker.bootstrap, sink, PARTITIONS, 2 * len(matches)))
     assert len(records) == 2 * len(matches)  # a clean run: no redelivery
     published: dict[bytes, list[bytes]] = {}
-    for key, value in records:
+    for _, key, value in records:
         published.setdefault(key, []).append(value)
     assert sorted(published) == sorted(docs[0]["league"].encode() for docs in per_league)
     for docs in per_league:

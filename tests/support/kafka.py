@@ -92,6 +92,29 @@ async def read_all(bootstrap: str, topic: str, partitions: int, expected: int, t
     return out
 
 
+async def read_records(bootstrap: str, topic: str, partitions: int, expected: int,
+                       timeout: float = 30.0) -> list[tuple[int, bytes, bytes]]:
+    """(partition, key, value) of every record, each partition in order: until `expected`
+    are read, then one more second for any beyond them."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    records: list[tuple[int, bytes, bytes]] = []
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while len(records) < expected and loop.time() < deadline:
+            for tp, messages in (await consumer.getmany(timeout_ms=500)).items():
+                records.extend((tp.partition, m.key, m.value) for m in messages)
+        for tp, messages in (await consumer.getmany(timeout_ms=1000)).items():
+            records.extend((tp.partition, m.key, m.value) for m in messages)
+    finally:
+        await consumer.stop()
+    return records
+
+
 async def group_offsets(bootstrap: str, group: str, topic: str, partitions: int = 8) -> dict[int, int]:
     """The consumer group's committed offsets (asked by a consumer of the group that never joins it)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
