@@ -61,16 +61,26 @@ class SteadyPublisher(threading.Thread):
             self.error = exc
 
 
-async def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0,
-                   drain: bool = False) -> list[dict]:
-    """Read from the beginning until `expected` records (with drain: then until 2 s pass with none)."""
+async def _from_beginning(bootstrap: str, topic: str, partitions: int) -> AIOKafkaConsumer:
+    """A started consumer of every partition of the topic, at its beginning (no group)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
-    out: list[dict] = []
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
+    except BaseException:
+        await consumer.stop()
+        raise
+    return consumer
+
+
+async def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0,
+                   drain: bool = False) -> list[dict]:
+    """Read from the beginning until `expected` records (with drain: then until 2 s pass with none)."""
+    consumer = await _from_beginning(bootstrap, topic, partitions)
+    out: list[dict] = []
+    try:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         idle_since = None
@@ -96,13 +106,9 @@ async def read_records(bootstrap: str, topic: str, partitions: int, expected: in
                        timeout: float = 30.0) -> list[tuple[int, bytes, bytes]]:
     """(partition, key, value) of every record, each partition in order: until `expected`
     are read, then one more second for any beyond them."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
+    consumer = await _from_beginning(bootstrap, topic, partitions)
     records: list[tuple[int, bytes, bytes]] = []
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while len(records) < expected and loop.time() < deadline:
