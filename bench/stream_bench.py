@@ -56,6 +56,7 @@ import orjson
 
 from stream_app.broker import EmbeddedBroker
 from stream_app.offline.sample import multi_player_league, two_player_league
+from stream_app.stream.kafka_io import send_batches
 from stream_app.stream.records import key_partition
 
 from . import elo_job, quix_app
@@ -554,15 +555,7 @@ async def ceiling_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> fl
                     done += 1
             acks = []
             for partition, records in outputs.items():
-                if not records:
-                    continue
-                batch = producer.create_batch()
-                for key, value in records:
-                    if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start another
-                        acks.append(await producer.send_batch(batch, out_topic, partition=partition))
-                        batch = producer.create_batch()
-                        batch.append(key=key, value=value, timestamp=None)
-                acks.append(await producer.send_batch(batch, out_topic, partition=partition))
+                acks += await send_batches(producer, out_topic, partition, records)  # the worker's way
             await asyncio.gather(*acks)
             if batches:
                 await consumer.commit()

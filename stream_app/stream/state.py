@@ -299,7 +299,6 @@ class PartitionState:
         epoch, batch = self.checkpoint.epoch, self.checkpoint.batch + 1
         row = RowWriter(epoch, batch).row
         committed = self.committed_value
-        cached, read = self.cache.get, self.reads.get
         dumps = orjson.dumps
         prefix = TABLE_PREFIX
         rows = []
@@ -310,11 +309,7 @@ class PartitionState:
             stored = None if value is None else dumps(value)
             if table in CACHED_TABLES:
                 to_cache.append((item, value, 0 if stored is None else len(stored)))
-                before = cached(item, _MISSING)
-            else:
-                before = read(item, _MISSING)
-            if before is _MISSING:
-                before = committed(item)
+            before = committed(item)
             if value is None and before is None:
                 continue  # a key written and deleted within the batch (a re-rate's scratch rows)
             key = prefix[table] + key
