@@ -145,20 +145,14 @@ STORE_MEMORY_KINDS = ("memtables", "table_readers", "block_cache", "block_cache_
 STATES = ("starting", "recovering", "running", "stopping")
 
 
-def watch_store(memory: Callable[[], dict[str, int]], max_age: float = 1.0) -> None:
-    """Read the local store's memory (LocalStore.memory) at each scrape: once for all
-    its kinds (each label's value is asked for on its own)."""
-    last: list[Any] = [-max_age - 1.0, {}]  # when read, and what
+def watch_store(memory: Callable[[], dict[str, int]]) -> None:
+    """Read the local store's memory (LocalStore.memory) at each scrape."""
 
     def read(kind: str) -> float:
-        now = time.monotonic()
-        if now - last[0] > max_age:
-            try:
-                last[1] = memory()
-            except Exception:  # a closed database: never fail the whole scrape
-                last[1] = {}
-            last[0] = now
-        return last[1].get(kind, float("nan"))
+        try:
+            return memory()[kind]
+        except Exception:  # a closed database: never fail the whole scrape
+            return float("nan")
 
     for kind in STORE_MEMORY_KINDS:
         STORE_MEMORY.labels(kind).set_function(lambda kind=kind: read(kind))

@@ -2,9 +2,8 @@
 
 import random
 
-from prometheus_client import REGISTRY, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from stream_app.stream import observe
 from stream_app.stream.observe import BatchHistogram
 
 BUCKETS = (0.5, 1, 2, 4, 8, 16, float("inf"))
@@ -31,23 +30,3 @@ def test_a_batch_histogram_exposes_what_prometheus_clients_histogram_would_for_t
     assert lines == _samples(theirs)
     assert 'x_size_bucket{algorithm="elo",le="0.5"} 4.0' in lines  # 0.5 itself counts in le="0.5", twice over
     assert any(line.startswith('x_size_count{algorithm="glicko2"} 58.0') for line in lines)
-
-
-def test_the_store_memory_is_read_once_per_scrape_for_all_its_kinds():
-    calls = []
-
-    def memory() -> dict[str, int]:
-        calls.append(1)
-        return {"memtables": 7, "table_readers": 3, "block_cache": 5, "block_cache_pinned": 1}
-
-    observe.watch_store(memory, max_age=60.0)
-    scrape = generate_latest(REGISTRY).decode()
-    assert 'ratings_local_store_memory_bytes{kind="memtables"} 7.0' in scrape
-    assert 'ratings_local_store_memory_bytes{kind="block_cache_pinned"} 1.0' in scrape
-    assert len(calls) == 1
-
-    def closed() -> dict[str, int]:
-        raise RuntimeError("closed")
-
-    observe.watch_store(closed, max_age=0.0)  # read at every scrape: a closed store gives no numbers, not a failed scrape
-    assert 'ratings_local_store_memory_bytes{kind="memtables"} NaN' in generate_latest(REGISTRY).decode()
