@@ -29,7 +29,10 @@ def free_port(host: str = HOST) -> int:
 
 
 def port_free(host: str, port: int | None) -> bool:
+    """Nothing listens on host:port. With SO_REUSEADDR, as servers bind: the connections of
+    a stopped server that wait in TIME_WAIT for about a minute do not count as a listener."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port or 0))
         except OSError:

@@ -30,6 +30,7 @@ from ..leagues import LeagueConfig
 from ..settings import Settings
 from . import kafka_io, observe
 from .api import Api
+from .connection import BrokerWatch
 from .intake import Intake
 from .reads import Reads
 from .restore import KafkaChangelog
@@ -68,6 +69,7 @@ _MALLOC_TRIM = _malloc_trim()
 GC_THRESHOLDS = (200_000, 50, 100)
 
 _FAUST_SENSORS = False
+WATCH_SECONDS = 1.0  # between two checks that the broker answers
 
 
 class _App(faust.App):
@@ -103,7 +105,11 @@ class WorkerApp:
                         fetch_wait_ms=int(settings.fetch_wait * 1000))
         self.worker = Worker(settings, self.config, self.store, kafka_io.ProducerSender(self.app),
                              KafkaChangelog(self.kafka_options()), intake)
+        self.worker.ensure_topics = lambda: ensure_topics(settings)
         self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic)
+        self.broker_watch = BrokerWatch(self.kafka_options())
+        self.broker_watch.repeats.install()
+        observe.BROKER_CONNECTED.set(1)
         self.reads = Reads(self.store, settings.partitions, self.config)
         self.worker.committer.on_take_up = self.reads.taken_up
         self.worker.committer.on_commit = self.reads.committed
@@ -161,6 +167,7 @@ class WorkerApp:
         for seconds, timer in self.timers():
             app.timer(seconds)(timer)
         app.task(self._install_task_dump)
+        app.task(self._watch_broker)
         global _FAUST_SENSORS
         if not _FAUST_SENSORS:  # they register process-wide metrics: once per process (tests build several apps)
             from faust.sensors.prometheus import setup_prometheus_sensors
@@ -222,8 +229,9 @@ class WorkerApp:
                 return
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the broker went away while reading: the partitions' stores keep what was read
-                log.exception("taking partitions up failed: trying again in %.0f s", delay)
+            except Exception as exc:  # the broker went away while reading: the partitions' stores keep what was read
+                log.warning("taking partitions up failed (%s): trying again in %.0f s", exc, delay)
+                self.worker.trouble = f"taking partitions up failed: {exc}"
                 self.worker.abandon()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
@@ -236,6 +244,7 @@ class WorkerApp:
         await self.standby.stop()
         await self.worker.stop()
         await self.api.close()
+        await self.broker_watch.close()
         self.store.close()
 
     # -- what this worker owns ----------------------------------------------------------
@@ -258,11 +267,16 @@ class WorkerApp:
         return not self.app.rebalancing and self.worker.resumed
 
     def health(self) -> dict[str, Any]:
-        return {"status": "ok", "ready": self.ready(), **self.worker.tally.counts(), "assigned_partitions": self._owned(),
+        trouble = self.worker.trouble
+        status = "ok" if self.broker_watch.connected and trouble is None else "degraded"
+        return {"status": status, "broker": self.broker_watch.health(), "trouble": trouble, "ready": self.ready(),
+                **self.worker.tally.counts(), "assigned_partitions": self._owned(),
                 "standby_partitions": self.standby.partitions, "restored_records": self.worker.committer.restored,
                 "take_up_seconds": self.worker.take_up_seconds, "fenced_records": self.worker.committer.fenced,
                 "found_replaced": self.worker.committer.replaced, "standings_built": self.reads.builds,
-                "phase": self.worker.phase, "rerating": self.worker.rerates.health()}
+                "phase": self.worker.phase, "rerating": self.worker.rerates.health(),
+                "started_over": sorted(self.worker.started_over + self.worker.committer.started_over,
+                                       key=lambda found: found["at"])}
 
     # -- timers -------------------------------------------------------------------------
     def timers(self) -> list[tuple[float, Callable[[], Awaitable[None]]]]:
@@ -292,6 +306,16 @@ class WorkerApp:
             if tp.topic in self.settings.input_topics and highwater is not None:
                 done = self.worker.checkpoint(tp.partition).offsets.get(tp.topic, -1)
                 observe.LAG.labels(tp.topic, str(tp.partition)).set(max(0, highwater - (done + 1)))
+
+    async def _watch_broker(self) -> None:
+        """Whether the broker answers, every second (a task, not a timer: a check that
+        waits for its timeout must not overlap the next)."""
+        while True:
+            try:
+                await self.broker_watch.check()
+            except Exception:  # never take the worker down over it
+                log.exception("checking the broker failed")
+            await asyncio.sleep(WATCH_SECONDS)
 
     async def _release_memory(self) -> None:
         try:
@@ -330,9 +354,15 @@ class WorkerApp:
         loop.add_signal_handler(signal.SIGUSR1, dump)
 
 
+class TopicsMismatch(RuntimeError):
+    """A topic's partition count differs from --partitions."""
+
+
 async def ensure_topics(settings: Settings) -> None:
     """Create the topics if missing, and refuse to run on topics whose partition
-    counts differ from --partitions (leagues would map to the wrong partitions)."""
+    counts differ from --partitions (leagues would map to the wrong partitions).
+    At start, and again before partitions are taken up: a broker that forgot its
+    topics gets them back with the right counts."""
     client = RatingsClient.from_settings(settings)
     await client.start(ensure_topics=False)
     try:
@@ -342,14 +372,18 @@ async def ensure_topics(settings: Settings) -> None:
         await client.stop()
     for topic in (*settings.input_topics, settings.changelog_topic):
         if counts.get(topic) != settings.partitions:
-            raise SystemExit(f"ratings worker: topic {topic!r} has {counts.get(topic)} partitions but --partitions is "
-                             f"{settings.partitions}; they must agree")
+            raise TopicsMismatch(f"topic {topic!r} has {counts.get(topic)} partitions but --partitions is "
+                                 f"{settings.partitions}; they must agree")
 
 
 def run_worker(settings: Settings, loglevel: str = "info") -> int:
     """Run one worker in the foreground until SIGINT/SIGTERM."""
     gc.set_threshold(*GC_THRESHOLDS)
-    asyncio.run(ensure_topics(settings))
+    kafka_io.no_topics_created_by_metadata()
+    try:
+        asyncio.run(ensure_topics(settings))
+    except TopicsMismatch as exc:
+        raise SystemExit(f"ratings worker: {exc}") from None
     worker = WorkerApp(settings)
     worker.exit_after = settings.stop_timeout + 5.0
     faust_worker = faust.Worker(worker.app, loglevel=loglevel, quiet=True, redirect_stdouts=False)

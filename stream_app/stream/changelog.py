@@ -7,7 +7,10 @@ that wrote it (a number each take-up of the partition raises) and a batch number
 
 - a row (kind D): a key's new value and its value before the batch;
 - a checkpoint (kind C): the batch is complete, with the input offsets applied;
-- a fence (kind F): a worker took the partition up with a higher epoch.
+- a fence (kind F): a worker took the partition up with a higher epoch;
+- a start (kind S): a fence after which the log starts over. A worker whose
+  changelog lost records (the broker forgot them, the topic was recreated)
+  writes its whole local state back after one: rows, then a checkpoint.
 
 Read in log order from a consistent point, the committed state follows one rule:
 - accepted so far: epoch E and its last batch B;
@@ -18,7 +21,9 @@ Read in log order from a consistent point, the committed state follows one rule:
   with their new values; waiting rows of an older epoch were never committed,
   their keys keep the value before;
 - any other fence or checkpoint is dropped (a replaced worker's, or a rival
-  take-up that came second).
+  take-up that came second);
+- a start of an epoch above E is accepted as a fence that also voids everything
+  before it: the state read so far (and a reader's local store) is wiped.
 
 A worker takes a partition up by writing a fence and reading the log up to it:
 if the rule accepts its fence it owns the partition, with the state read. Each
@@ -28,6 +33,7 @@ epoch's last checkpoint.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from dataclasses import dataclass, field
 
@@ -36,35 +42,54 @@ import orjson
 ROW = 0x44  # b"D"
 CHECKPOINT = 0x43  # b"C"
 FENCE = 0x46  # b"F"
+START = 0x53  # b"S"
 
 _ROW_HEAD = struct.Struct(">QQI")  # epoch, batch, length of the new value
 _MARK_HEAD = struct.Struct(">QQ")  # epoch, batch
 EPOCH_KEY = b"\x00epoch"  # + the epoch: row keys never start with a zero byte
 
 
+class StartedOver(Exception):
+    """A log holds less than what was applied from it: the broker forgot records, or
+    the topic was deleted and created again. The partition is taken up anew."""
+
+
 @dataclass
 class Checkpoint:
     """A partition's committed point: the epoch and batch, the input applied, and
-    the changelog record it stands at (-1: none)."""
+    the changelog record it stands at (-1: none). `fingerprints` identify the last
+    applied record of each input topic (`input_fingerprint`): a topic that started
+    over holds another record at that offset, or none."""
 
     epoch: int = 0
     batch: int = 0
     offsets: dict[str, int] = field(default_factory=dict)  # input topic -> last applied offset
     changelog: int = -1
+    fingerprints: dict[str, int] = field(default_factory=dict)  # input topic -> its last applied record's
 
     def applied(self, topic: str, offset: int) -> bool:
         return offset <= self.offsets.get(topic, -1)
 
     def encode(self) -> bytes:
         return orjson.dumps({"epoch": self.epoch, "batch": self.batch, "offsets": self.offsets,
-                             "changelog": self.changelog})
+                             "changelog": self.changelog, "fingerprints": self.fingerprints})
 
     @classmethod
     def decode(cls, raw: bytes | None) -> "Checkpoint":
         if raw is None:
             return cls()
         doc = orjson.loads(raw)
-        return cls(doc["epoch"], doc["batch"], dict(doc["offsets"]), doc["changelog"])
+        return cls(doc["epoch"], doc["batch"], dict(doc["offsets"]), doc["changelog"], dict(doc.get("fingerprints", {})))
+
+
+def input_fingerprint(timestamp: int | None, key: bytes | None, value: bytes | None) -> int:
+    """What identifies an input record besides its offset: a record sent again after a
+    topic started over has another timestamp, a new one other contents."""
+    digest = hashlib.blake2b((timestamp or 0).to_bytes(8, "big", signed=True), digest_size=8)
+    digest.update(len(key or b"").to_bytes(4, "big"))
+    digest.update(key or b"")
+    digest.update(value or b"")
+    return int.from_bytes(digest.digest(), "big")
 
 
 def epoch_key(epoch: int) -> bytes:
@@ -91,12 +116,33 @@ class RowWriter:
         return key, b"".join((self.head, len(value).to_bytes(4, "big"), value, before or b""))
 
 
-def checkpoint_record(epoch: int, batch: int, offsets: dict[str, int]) -> tuple[bytes, bytes]:
-    return epoch_key(epoch), b"C" + _MARK_HEAD.pack(epoch, batch) + orjson.dumps(offsets)
+def checkpoint_record(epoch: int, batch: int, offsets: dict[str, int],
+                      fingerprints: dict[str, int] | None = None) -> tuple[bytes, bytes]:
+    payload = {"offsets": offsets, "fingerprints": fingerprints or {}}
+    return epoch_key(epoch), b"C" + _MARK_HEAD.pack(epoch, batch) + orjson.dumps(payload)
+
+
+def _checkpoint_payload(raw: bytes) -> tuple[dict[str, int], dict[str, int]]:
+    """(offsets, fingerprints) of a checkpoint record; records written before
+    fingerprints held the offsets alone (topic -> offset: never a dict)."""
+    doc = orjson.loads(raw)
+    if isinstance(doc.get("offsets"), dict):
+        return doc["offsets"], doc["fingerprints"]
+    return doc, {}
 
 
 def fence_record(epoch: int) -> tuple[bytes, bytes]:
     return epoch_key(epoch), b"F" + _MARK_HEAD.pack(epoch, 0)
+
+
+def start_record(epoch: int) -> tuple[bytes, bytes]:
+    return epoch_key(epoch), b"S" + _MARK_HEAD.pack(epoch, 0)
+
+
+def mark_of(value: bytes) -> tuple[int, int, int]:
+    """(kind, epoch, batch) of a fence, start or checkpoint record."""
+    epoch, batch = _MARK_HEAD.unpack_from(value, 1)
+    return value[0], epoch, batch
 
 
 def epoch_of(value: bytes) -> int:
@@ -112,16 +158,18 @@ def is_mark(value: bytes) -> bool:
 class ChangelogReader:
     """The committed state of one partition, read from its changelog in log order.
 
-    Starts from a checkpoint (what a local store holds, or nothing); `feed` each
+    Starts from a checkpoint (what a local store holds, or nothing) or at an
+    offset of the log (`start`: read from there as from nothing); `feed` each
     record from `position` on; `take` hands over the rows committed since the
     last take together with the checkpoint they make up, ready to be stored in
-    one write."""
+    one write, and whether the store must be wiped first (a start was read)."""
 
-    def __init__(self, checkpoint: Checkpoint | None = None):
+    def __init__(self, checkpoint: Checkpoint | None = None, start: int | None = None):
         self.checkpoint = checkpoint or Checkpoint()
-        self.position = self.checkpoint.changelog + 1  # the next offset to feed
+        self.position = self.checkpoint.changelog + 1 if start is None else start  # the next offset to feed
         self.waiting: list[tuple[int, int, bytes, bytes]] = []  # rows not yet checkpointed: (epoch, batch, key, record)
         self.rows: dict[bytes, bytes | None] = {}  # committed since the last take (None: no value)
+        self.wipe = start is not None  # the state before this read is void (until the next take)
         self.fenced = 0  # rows and marks of replaced workers dropped
         self.accepted = 0  # fences and checkpoints accepted
 
@@ -141,16 +189,24 @@ class ChangelogReader:
             if epoch <= current.epoch:
                 self.fenced += 1
                 return
-            self._accept(offset, epoch, current.batch, current.offsets, ours=0)
+            self._accept(offset, epoch, current.batch, current.offsets, current.fingerprints, ours=0)
         elif kind == CHECKPOINT:
             if epoch < current.epoch or (epoch == current.epoch and batch <= current.batch):
                 self.fenced += 1
                 return
-            self._accept(offset, epoch, batch, orjson.loads(value[1 + _MARK_HEAD.size:]), ours=batch)
+            self._accept(offset, epoch, batch, *_checkpoint_payload(value[1 + _MARK_HEAD.size:]), ours=batch)
+        elif kind == START:
+            if epoch <= current.epoch:
+                self.fenced += 1
+                return
+            self.waiting, self.rows, self.wipe = [], {}, True
+            self.checkpoint = Checkpoint(epoch, 0, {}, offset)
+            self.accepted += 1
         else:
             raise ValueError(f"changelog record at offset {offset}: unknown kind {value[:1]!r}")
 
-    def _accept(self, offset: int, epoch: int, batch: int, offsets: dict[str, int], ours: int) -> None:
+    def _accept(self, offset: int, epoch: int, batch: int, offsets: dict[str, int], fingerprints: dict[str, int],
+                ours: int) -> None:
         """A fence (ours=0) or a checkpoint of `batch` (ours=batch) of `epoch`."""
         still: list[tuple[int, int, bytes, bytes]] = []
         rows = self.rows
@@ -163,12 +219,13 @@ class ChangelogReader:
             else:
                 still.append(row)
         self.waiting = still
-        self.checkpoint = Checkpoint(epoch, batch, dict(offsets), offset)
+        self.checkpoint = Checkpoint(epoch, batch, dict(offsets), offset, dict(fingerprints))
         self.accepted += 1
 
-    def take(self) -> tuple[dict[bytes, bytes | None], Checkpoint]:
+    def take(self) -> tuple[dict[bytes, bytes | None], Checkpoint, bool]:
         rows, self.rows = self.rows, {}
-        return rows, self.checkpoint
+        wipe, self.wipe = self.wipe, False
+        return rows, self.checkpoint, wipe
 
 
 VALUE_START = 1 + _ROW_HEAD.size  # where a row record's new value starts

@@ -9,6 +9,11 @@ Taking a partition up (a worker start, a rebalance, after a failed batch):
 3. if the rule accepted the fence, this worker owns the partition with the
    state read; if another fence came first with an epoch as high, try again
    above it.
+Before step 1 the changelog must still hold the local checkpoint's record. If it
+does not, the changelog started over (the broker forgot it, the topic was
+recreated): if it holds a start written since by a newer owner, the local state
+is wiped and read again from there; otherwise the worker writes its local state
+back, after a start record of a new epoch, before anything else is applied.
 
 Committing a batch, for each partition it touched, concurrently:
 1. the batch's rows go to the changelog; its outputs go to their topics at
@@ -34,13 +39,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import AsyncIterator, Awaitable, Callable, Iterable, Protocol
+import logging
+from itertools import chain
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol
 
 from . import observe
-from .changelog import ChangelogReader, epoch_of, fence_record, is_mark, row_values
+from .changelog import (CHECKPOINT, START, Checkpoint, ChangelogReader, RowWriter, StartedOver, checkpoint_record,
+                        epoch_of, fence_record, is_mark, mark_of, row_values, start_record)
 from .records import Output, key_partition
 from .state import PartitionState
 from .store import LocalStore
+
+log = logging.getLogger(__name__)
 
 FLUSH_ROWS = 20_000  # a restore stores its rows in write batches of about this many
 # Event-loop turns the producer gets to put the outputs on the wire before the
@@ -68,6 +78,11 @@ class Changelog(Protocol):
         """The records at offsets start..end-1 of a topic partition, in order, in
         chunks of (offset, key, value)."""
 
+    async def first_records(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], Any]:
+        """For each (topic, partition): its first record at or after the offset (with
+        `offset`, `key`, `value`, `timestamp`), or None if the partition ends at or
+        before that offset or does not exist."""
+
 
 class Committer:
     def __init__(self, store: LocalStore, sender: Sender, changelog: Changelog, changelog_topic: str,
@@ -83,17 +98,24 @@ class Committer:
         self.restored = 0  # changelog records read by take-ups
         self.fenced = 0  # changelog records of replaced workers seen
         self.replaced = 0  # batches that found this worker replaced
+        self.started_over: list[dict[str, Any]] = []  # changelog partitions found to have started over (for /health)
 
     # -- taking a partition up ---------------------------------------------------------
     async def take_up(self, partition: int) -> PartitionState:
         """A partition newly owned: its committed state, under a new epoch."""
         started = time.perf_counter()
-        reader = ChangelogReader(self.store.checkpoint(partition))
+        local = self.store.checkpoint(partition)
+        reader = ChangelogReader(local)
+        if local.changelog >= 0 and not await self._holds(partition, local):
+            reader = await self._start_over(partition, local)
         first = reader.position
         epoch = reader.checkpoint.epoch + 1
         while True:
             [ack] = await self.sender.send(self.topic, partition, [fence_record(epoch)])
             _, fence_at = await ack
+            if fence_at < reader.position:  # it started over since the check above
+                raise StartedOver(f"changelog partition {partition}: a fence landed at offset {fence_at}, "
+                                  f"below the local checkpoint's {reader.position - 1}")
             await self.catch_up(partition, reader, fence_at + 1)
             if reader.checkpoint.changelog == fence_at:  # the rule accepted our fence
                 break
@@ -117,6 +139,63 @@ class Committer:
         observe.FENCED_RECORDS.inc(reader.fenced)
         self.fenced += reader.fenced
         reader.fenced = 0
+
+    async def _holds(self, partition: int, checkpoint: Checkpoint) -> bool:
+        return await holds(self.changelog, self.topic, partition, checkpoint)
+
+    async def _start_over(self, partition: int, local: Checkpoint) -> ChangelogReader:
+        """The changelog no longer holds the local checkpoint. If a newer owner wrote a
+        start since (its epoch above ours), the state is what follows it: wipe and read.
+        Otherwise write the local state back, so that a restore finds it."""
+        [ack] = await self.sender.send(self.topic, partition, [fence_record(local.epoch + 1)])
+        _, end = await ack
+        newest = local.epoch + 1  # the fence just sent
+        starts: dict[int, int] = {}  # epoch -> offset of the starts of newer owners
+        start_at = None  # the last of them whose write-back completed
+        async for records in self.changelog.read(self.topic, partition, 0, end):
+            for offset, _, value in records:
+                epoch = epoch_of(value)
+                newest = max(newest, epoch)
+                if value[0] == START and epoch > local.epoch:
+                    starts[epoch] = offset
+                elif value[0] == CHECKPOINT and epoch in starts:
+                    start_at = starts[epoch]
+        self._note_started_over(partition, local, end, "restored from a newer start" if start_at is not None else
+                                "local state written back")
+        if start_at is not None:
+            log.warning("changelog partition %d started over and holds a newer owner's state from offset %d: "
+                        "the local state (epoch %d) is replaced by it", partition, start_at, local.epoch)
+            return ChangelogReader(start=start_at)
+        return await self._write_back(partition, local, newest + 1)
+
+    async def _write_back(self, partition: int, local: Checkpoint, epoch: int) -> ChangelogReader:
+        """A start of `epoch`, then every local row as one batch and its checkpoint:
+        what a restore on an empty directory reads. Until that checkpoint is
+        acknowledged none of it counts, and the local store keeps its checkpoint."""
+        row = RowWriter(epoch, 1).row
+        rows = (row(key, value, None) for key, value in self.store.scan_range(partition, b"\x01", b"\xff" * 8))
+        mark = checkpoint_record(epoch, 1, local.offsets, local.fingerprints)
+        acks = await self.sender.send(self.topic, partition, chain([start_record(epoch)], rows, [mark]))
+        first_at = last_at = None
+        count = 0
+        for ack in acks:
+            first, last = await ack
+            if last_at is not None and first != last_at + 1:  # another writer in between: try again later
+                raise StartedOver(f"changelog partition {partition}: another writer interleaved the write-back")
+            first_at = first if first_at is None else first_at
+            last_at = last
+            count += last - first + 1
+        after = Checkpoint(epoch, 1, dict(local.offsets), last_at, dict(local.fingerprints))
+        self.store.write(partition, {}, after)
+        log.warning("changelog partition %d had lost records: the local state (%d rows) is written back at offsets "
+                    "%d to %d under epoch %d", partition, count - 2, first_at, last_at, epoch)
+        return ChangelogReader(after)
+
+    def _note_started_over(self, partition: int, local: Checkpoint, end: int, action: str) -> None:
+        observe.STARTED_OVER.labels("changelog", str(partition)).inc()
+        self.started_over.append({"log": "changelog", "partition": partition, "at": time.time(),
+                                  "checkpoint_offset": local.changelog, "log_end": end, "action": action})
+        del self.started_over[:-64]
 
     def reader(self, partition: int):
         store = self.store
@@ -166,6 +245,9 @@ class Committer:
         foreign: set[bytes] = set()
         for ack in acks:
             first, last = await ack
+            if first < state.changelog_next:
+                raise StartedOver(f"changelog partition {state.partition}: records landed at offset {first}, "
+                                  f"below this owner's last ({state.changelog_next - 1})")
             if first != state.changelog_next:
                 foreign |= await self._foreign(state, state.changelog_next, first)
             state.changelog_next = last + 1
@@ -200,3 +282,17 @@ class Committer:
         for (topic, partition), records in groups.items():
             acks += await self.sender.send(topic, partition, records)
         return acks
+
+
+async def holds(changelog: Changelog, topic: str, partition: int, checkpoint: Checkpoint) -> bool:
+    """Whether the changelog still holds the record a local checkpoint stands at. A
+    later record in its place is a compacted topic's: it does not count against."""
+    found = (await changelog.first_records({(topic, partition): checkpoint.changelog}))[(topic, partition)]
+    if found is None:
+        return False
+    if found.offset > checkpoint.changelog:
+        return True
+    if not is_mark(found.value):
+        return False
+    kind, epoch, batch = mark_of(found.value)
+    return epoch == checkpoint.epoch and (kind != CHECKPOINT or batch == checkpoint.batch)

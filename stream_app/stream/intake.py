@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import OffsetOutOfRangeError
+
+from .changelog import StartedOver
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,7 @@ class Intake:
         # Held around each fetch, and by resume and rewind around their seeks: a
         # fetch begun before a pause never runs into the new positions.
         self._turn = asyncio.Lock()
+        self._next: dict[TopicPartition, int] = {}  # the next offset of each owned partition, once known
 
     @property
     def generation(self) -> int:
@@ -76,7 +80,9 @@ class Intake:
             return generation is None or generation == self._generation
 
         if self.consumer is None:
-            consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest",
+            # No reset policy: an offset out of range is a log that started over (or lost
+            # records to retention), which the batch loop must see, not skip over.
+            consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="none",
                                         fetch_max_wait_ms=self.fetch_wait_ms, **self.options)
             try:
                 await consumer.start()
@@ -132,38 +138,57 @@ class Intake:
                 if not self._running.is_set():
                     continue
                 assert self.consumer is not None
-                batches = await self.consumer.getmany(timeout_ms=self.wait_ms, max_records=self.max_records)
-                # Records fetched for an assignment since changed are dropped: resume seeks anew.
-                if batches and generation == self._generation:
+                try:
+                    batches = await self.consumer.getmany(timeout_ms=self.wait_ms, max_records=self.max_records)
+                except OffsetOutOfRangeError as exc:
+                    raise StartedOver(f"input offsets out of range: {exc.args[0]}") from None
+                if generation != self._generation:
+                    continue  # fetched for an assignment since changed: dropped, resume seeks anew
+                for tp, part in batches.items():
+                    self._next[tp] = part[-1].offset + 1
+                self._check_ends()
+                if batches:
                     return [record for part in batches.values() for record in part]
 
-    async def rewind(self, positions: Positions, delay: float) -> None:
-        """After a failed batch: back to these positions in `delay` seconds, unless
-        a pause comes first. Seeks are retried until they succeed (the broker is away)."""
-        generation = self._generation
-        loop = asyncio.get_running_loop()
+    def _check_ends(self) -> None:
+        """A partition whose end (the high watermark of its last fetch) is below the
+        next offset to read has started over: the broker forgot its records, or the
+        topic was recreated. Raises StartedOver: the batch loop takes it up anew."""
+        assert self.consumer is not None
+        for tp, expected in self._next.items():
+            end = self.consumer.highwater(tp)
+            if end is not None and end < expected:
+                raise StartedOver(f"input {tp.topic}[{tp.partition}] ends at offset {end}, below the next offset "
+                                  f"to apply ({expected})")
+
+    async def wait(self, delay: float, generation: int) -> bool:
+        """Sleep `delay` seconds, in short steps; False (at once) if a pause came since
+        `generation` was read."""
+        deadline = asyncio.get_running_loop().time() + delay
         while generation == self._generation:
-            deadline = loop.time() + delay
-            while loop.time() < deadline:  # in short steps: a pause must not wait for the whole delay
-                if generation != self._generation:
-                    return
-                await asyncio.sleep(min(0.1, delay))
-            try:
-                async with self._turn:
-                    if generation == self._generation:
-                        await self._seek(positions)
-                return
-            except Exception as exc:
-                log.warning("seeking input back to the checkpoints failed (%s): retrying", exc)
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return True
+            await asyncio.sleep(min(0.1, left))
+        return False
+
+    async def rewind(self, positions: Positions, generation: int) -> None:
+        """After a failed batch: back to these positions, unless a pause came since
+        `generation` was read."""
+        async with self._turn:
+            if generation == self._generation:
+                await self._seek(positions)
 
     async def _seek(self, positions: Positions) -> None:
         assert self.consumer is not None
+        self._next = {}
         for tp in self.owned:
             offset = positions.get((tp.topic, tp.partition))
             if offset is None:
                 await self.consumer.seek_to_beginning(tp)
             else:
                 self.consumer.seek(tp, offset)
+                self._next[tp] = offset
 
 
 # Reading a range that is known to exist: large fetches, no waiting for more.
@@ -200,6 +225,61 @@ async def read_partition(options: dict[str, Any], topic: str, partition: int, st
             yield chunk
     finally:
         await consumer.stop()
+
+
+async def first_records(options: dict[str, Any], wanted: dict[tuple[str, int], int],
+                        timeout: float = 30.0) -> dict[tuple[str, int], InputRecord | None]:
+    """For each (topic, partition): its first record at or after the offset, or None
+    if the partition ends at or before that offset, or does not exist. A record
+    removed by retention is not read: its place is given by an InputRecord at the
+    partition's first offset, without key or value. Raises TimeoutError if the
+    broker does not answer for all in `timeout` seconds."""
+    found: dict[tuple[str, int], InputRecord | None] = {}
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="none", max_partition_fetch_bytes=64 * 1024,
+                                fetch_max_wait_ms=50, **options)
+    await consumer.start()
+    try:
+        topics = await consumer.topics()
+        pending: dict[TopicPartition, int] = {}
+        for (topic, partition), offset in wanted.items():
+            if topic in topics and partition in (consumer.partitions_for_topic(topic) or ()):
+                pending[TopicPartition(topic, partition)] = offset
+            else:
+                found[(topic, partition)] = None
+        deadline = time.monotonic() + timeout
+        consumer.assign(list(pending))
+        for tp, offset in pending.items():
+            consumer.seek(tp, offset)
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading the records at {sorted(pending.values())} of {sorted(pending)}: "
+                                   f"no answer in {timeout:.0f} s")
+            try:
+                fetched = await consumer.getmany(*pending, timeout_ms=200, max_records=len(pending))
+            except OffsetOutOfRangeError as exc:  # Kafka: before the partition's start or past its end
+                starts = await consumer.beginning_offsets(list(exc.args[0]))
+                for tp in exc.args[0]:
+                    offset = pending.pop(tp)
+                    found[(tp.topic, tp.partition)] = (InputRecord(tp.topic, tp.partition, starts[tp], None, None, None)
+                                                       if starts[tp] > offset else None)
+                consumer.assign(list(pending))
+                for tp, offset in pending.items():
+                    consumer.seek(tp, offset)
+                continue
+            for tp in list(pending):
+                records = fetched.get(tp)
+                end = consumer.highwater(tp)
+                if records:
+                    r = records[0]
+                    found[(tp.topic, tp.partition)] = InputRecord(r.topic, r.partition, r.offset, r.key, r.value,
+                                                                  r.timestamp)
+                    del pending[tp]
+                elif end is not None and end <= pending[tp]:  # the embedded broker answers past the end this way
+                    found[(tp.topic, tp.partition)] = None
+                    del pending[tp]
+    finally:
+        await consumer.stop()
+    return found
 
 
 async def read_range(options: dict[str, Any], topic: str, partition: int, start: int, end: int,

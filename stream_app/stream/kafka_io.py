@@ -11,7 +11,8 @@ What the worker needs that neither library offers publicly:
 - Faust's consumer never fetching input (`keep_input_from_faust`): input is
   read by stream/intake.py at the checkpoints;
 - group offsets committed by the group member (`commit_group_offsets`):
-  Faust's own commit crashes the app on any commit error.
+  Faust's own commit crashes the app on any commit error;
+- no topic created by asking about it (`no_topics_created_by_metadata`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Iterable
 
+import aiokafka.client
+from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -105,3 +108,22 @@ async def commit_group_offsets(consumer: Any, offsets: dict[tuple[str, int], int
             await member.commit(mine)
 
     await thread.call_thread(commit)
+
+
+class _MetadataRequestNoCreation(MetadataRequest):
+    def __init__(self, topics: list[str] | None = None, allow_auto_topic_creation: bool | None = False):
+        super().__init__(topics, allow_auto_topic_creation)
+
+
+def no_topics_created_by_metadata() -> None:
+    """Every aiokafka client of this process asks for metadata without allowing the
+    broker to create a missing topic. aiokafka always allows it, and a broker that
+    forgot its topics (the embedded one restarted, or a topic deleted on Kafka with
+    auto.create.topics.enable) then recreates them at the first question, with its
+    own partition count (4 on the embedded broker, num.partitions on Kafka): leagues
+    would map to other partitions. The worker creates its topics itself, with the
+    configured count (stream/app.py `ensure_topics`). aiokafka's client looks the
+    request class up in its module at each metadata update (aiokafka/client.py
+    `AIOKafkaClient._metadata_update`), so one assignment covers every client,
+    including Faust's. Idempotent."""
+    aiokafka.client.MetadataRequest = _MetadataRequestNoCreation

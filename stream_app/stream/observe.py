@@ -130,6 +130,13 @@ FENCED_RECORDS = Counter(
     "ratings_fenced_changelog_records_total",
     "Changelog records of replaced workers (late writes after another worker took their partition over)",
 )
+STARTED_OVER = Counter(
+    "ratings_started_over_total",
+    "Partitions found to have started over (the broker forgot records, the topic was recreated): log=input, "
+    "read again from its beginning; log=changelog, the local state written back to it",
+    ["log", "partition"],
+)
+BROKER_CONNECTED = Gauge("ratings_broker_connected", "1 while the broker answers the worker's requests, 0 while it does not")
 WORKER_STATE = Gauge(
     "ratings_worker_state", "1 for the worker's current state", ["state"]
 )

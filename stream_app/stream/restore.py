@@ -1,5 +1,6 @@
 """Reading changelog partitions from the broker (stream/commit.py's `Changelog`):
-the catch-up of a take-up and the check of another writer's records.
+the catch-up of a take-up, the check of another writer's records, and whether
+a log still holds what was applied from it.
 
 A restore is a read of existing records, so it fetches large (tens of MiB a
 request) and never waits for more; the rule that turns the records into
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator
 
-from .intake import read_partition
+from .intake import first_records, read_partition
 
 
 class KafkaChangelog:
@@ -21,3 +22,6 @@ class KafkaChangelog:
     async def read(self, topic: str, partition: int, start: int, end: int) -> AsyncIterator[list[tuple[int, bytes, bytes]]]:
         async for chunk in read_partition(self.options, topic, partition, start, end, self.timeout):
             yield [(r.offset, r.key, r.value) for r in chunk]
+
+    async def first_records(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], Any]:
+        return await first_records(self.options, wanted, self.timeout)

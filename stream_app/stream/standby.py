@@ -7,7 +7,9 @@ Faust's assignor places each input partition's standby on another worker
 their standbys. The follower reads those changelog partitions as they grow,
 through the same rule as a take-up (stream/changelog.py), and stores what it
 commits with its checkpoint, so the local store of a standby partition is a
-consistent cut at every moment, as an owned one is.
+consistent cut at every moment, as an owned one is. A changelog that no longer
+holds a standby partition's checkpoint started over: the partition is wiped and
+followed from the beginning (its owner writes its state back there).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from . import observe
-from .changelog import ChangelogReader
-from .commit import FLUSH_ROWS
+from .changelog import ChangelogReader, StartedOver
+from .commit import FLUSH_ROWS, holds
 from .intake import RANGE_FETCH
+from .restore import KafkaChangelog
 from .store import LocalStore
 from .tasks import cancel
 
@@ -61,11 +64,21 @@ class Standby:
                 await self._follow(partitions)
             except asyncio.CancelledError:
                 raise
+            except StartedOver as exc:
+                log.warning("%s: following again in %.0f s", exc, RETRY_SECONDS)
+                await asyncio.sleep(RETRY_SECONDS)
             except Exception:  # the broker went away: try again from the local checkpoints
                 log.exception("following standby partitions %s failed: again in %.0f s", partitions, RETRY_SECONDS)
                 await asyncio.sleep(RETRY_SECONDS)
 
     async def _follow(self, partitions: list[int]) -> None:
+        changelog = KafkaChangelog(self.options)
+        for p in partitions:
+            checkpoint = self.store.checkpoint(p)
+            if checkpoint.changelog >= 0 and not await holds(changelog, self.topic, p, checkpoint):
+                log.warning("standby partition %d: the changelog no longer holds offset %d: following it again "
+                            "from its beginning", p, checkpoint.changelog)
+                self.store.wipe(p)
         readers = {p: ChangelogReader(self.store.checkpoint(p)) for p in partitions}
         stored = {p: reader.checkpoint.changelog for p, reader in readers.items()}
         flushed = {p: time.monotonic() for p in partitions}
@@ -75,7 +88,8 @@ class Standby:
             self.store.write(p, *reader.take())
             stored[p], flushed[p] = reader.checkpoint.changelog, time.monotonic()
 
-        consumer = AIOKafkaConsumer(enable_auto_commit=False, **{**RANGE_FETCH, "fetch_max_wait_ms": 200}, **self.options)
+        consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="none",
+                                    **{**RANGE_FETCH, "fetch_max_wait_ms": 200}, **self.options)
         await consumer.start()
         try:
             tps = {TopicPartition(self.topic, p): p for p in partitions}
@@ -84,6 +98,10 @@ class Standby:
                 consumer.seek(tp, readers[p].position)
             while True:
                 fetched = await consumer.getmany(timeout_ms=500)
+                for tp, p in tps.items():
+                    end = consumer.highwater(tp)
+                    if end is not None and end < readers[p].position:
+                        raise StartedOver(f"standby changelog partition {p} ends at {end}, below {readers[p].position}")
                 for tp, records in fetched.items():
                     reader = readers[tps[tp]]
                     for r in records:

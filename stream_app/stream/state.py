@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 import orjson
 
 from ..events import SEP, format_time
-from .changelog import VALUE_START, Checkpoint, RowWriter, checkpoint_record, row_values
+from .changelog import VALUE_START, Checkpoint, RowWriter, checkpoint_record, input_fingerprint, row_values
 
 # Tables: one key space per partition, each table's keys behind its own first byte.
 PLAYERS = "players"
@@ -177,6 +177,8 @@ class PartitionState:
         self.scanner = scanner
         self.overlay: dict[tuple[str, bytes], Any] = {}
         self.offsets: dict[str, int] = {}  # offsets seen in the batch in progress
+        self.last_input: dict[str, Any] = {}  # the record at each of those offsets (for its fingerprint)
+        self.input_restarted = False  # an input topic started over: the next checkpoint says so
         # Committed values already read (decoded). Only this object commits the
         # partition's state while it lives, so they stay true until it commits them anew.
         self.cache: dict[tuple[str, bytes], Any] = {}
@@ -289,9 +291,26 @@ class PartitionState:
         if offset > self.offsets.get(topic, -1):
             self.offsets[topic] = offset
 
+    def note_input(self, record: Any) -> None:
+        """The input record last applied from its topic (offset, key, value, timestamp):
+        the checkpoint keeps its fingerprint, so that a topic that started over is told
+        apart from one that merely grew."""
+        self.last_input[record.topic] = record
+
+    def restart_input(self, topic: str) -> None:
+        """The topic started over: nothing of it counts as applied any more, and input
+        resumes at its beginning (a result already applied is then a duplicate)."""
+        offsets = {name: offset for name, offset in self.checkpoint.offsets.items() if name != topic}
+        fingerprints = {name: value for name, value in self.checkpoint.fingerprints.items() if name != topic}
+        self.checkpoint = Checkpoint(self.checkpoint.epoch, self.checkpoint.batch, offsets, self.checkpoint.changelog,
+                                     fingerprints)
+        self.offsets.pop(topic, None)
+        self.last_input.pop(topic, None)
+        self.input_restarted = True
+
     @property
     def dirty(self) -> bool:
-        return bool(self.overlay or self.offsets or self.repair)
+        return bool(self.overlay or self.offsets or self.repair or self.input_restarted)
 
     def checkpoint_writes(self) -> CheckpointWrites:
         """This batch's changelog rows and store values, its checkpoint record, and the
@@ -322,8 +341,10 @@ class PartitionState:
         if again:
             rows += again
             values.update(row_values(again))
-        after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets})
-        return CheckpointWrites(rows, values, checkpoint_record(epoch, batch, after.offsets), after)
+        fingerprints = {**self.checkpoint.fingerprints, **{topic: input_fingerprint(r.timestamp, r.key, r.value)
+                                                          for topic, r in self.last_input.items()}}
+        after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets}, fingerprints=fingerprints)
+        return CheckpointWrites(rows, values, checkpoint_record(epoch, batch, after.offsets, fingerprints), after)
 
     def rows_for(self, keys: set[bytes]) -> list[tuple[bytes, bytes]]:
         """Rows of the batch in progress that write these keys (and those waiting
@@ -349,3 +370,5 @@ class PartitionState:
         self.journal = None
         self.reads.clear()
         self.offsets.clear()
+        self.last_input.clear()
+        self.input_restarted = False

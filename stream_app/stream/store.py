@@ -108,8 +108,12 @@ class LocalStore:
     def checkpoint(self, partition: int) -> Checkpoint:
         return Checkpoint.decode(self.get(partition, CHECKPOINT_KEY))
 
-    def write(self, partition: int, rows: dict[bytes, bytes | None], checkpoint: Checkpoint) -> None:
-        """Rows (None: delete the key) and their checkpoint, in one atomic write."""
+    def write(self, partition: int, rows: dict[bytes, bytes | None], checkpoint: Checkpoint, wipe: bool = False) -> None:
+        """Rows (None: delete the key) and their checkpoint, in one atomic write; with
+        `wipe`, every key is deleted first. That is a write of its own: between the two
+        the partition is empty, and an empty store reads its changelog from the start."""
+        if wipe:
+            self.wipe(partition)
         if sum(map(len, filter(None, rows.values()))) >= INGEST_BYTES:
             self._ingest(partition, rows, checkpoint)
             return
@@ -120,6 +124,12 @@ class LocalStore:
             else:
                 batch.put(key, value)
         batch.put(CHECKPOINT_KEY, checkpoint.encode())
+        self.db(partition).write(batch)
+
+    def wipe(self, partition: int) -> None:
+        """Delete every key of the partition, its checkpoint too, in one write."""
+        batch = WriteBatch(raw_mode=True)
+        batch.delete_range(b"", b"\xff" * 8)  # keys are table prefixes, then text: below eight 0xff bytes
         self.db(partition).write(batch)
 
     def _ingest(self, partition: int, rows: dict[bytes, bytes | None], checkpoint: Checkpoint) -> None:

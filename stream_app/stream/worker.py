@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from ..leagues import LeagueConfig
 from ..settings import Settings
 from . import intake as input_
 from . import observe
-from .changelog import Checkpoint
+from .changelog import Checkpoint, StartedOver, input_fingerprint
 from .commit import Changelog, Committer, Sender
 from .intake import Intake, Positions
 from .records import RecordHandler, is_duplicate
@@ -55,6 +55,11 @@ class Worker:
         self.phase = "idle"  # shown by /health and SIGUSR1: diagnosing a stall
         self.rerates = Rerates(self.tally)
         self.pausing = False  # a pause is under way: a re-rate stops at its next part
+        # Makes the service's topics exist with their partition counts (stream/app.py), before
+        # partitions are taken up: after a broker forgot them, nothing else creates them.
+        self.ensure_topics: Callable[[], Awaitable[None]] | None = None
+        self.started_over: list[dict[str, Any]] = []  # input partitions found to have started over (for /health)
+        self.trouble: str | None = None  # why the partitions cannot be taken up, while they cannot (for /health)
         self._task: asyncio.Task | None = None
 
     # -- the loop ----------------------------------------------------------------------
@@ -68,16 +73,40 @@ class Worker:
                 delay = RETRY_SECONDS
             except Paused:
                 self.abandon()  # taken up anew, and the re-rate resumed, when input resumes
-            except Exception:
+            except Exception as exc:
                 # The batch's writes stay uncommitted (stream/state.py): take the partitions
                 # up anew and read input again from their checkpoints, after a back-off.
                 self.failures += 1
                 self.abandon()
-                log.exception("a batch failed: input resumes from the checkpoints in %.0f s", delay)
-                await self.intake.rewind(self.positions(self.intake.owned_partitions), delay)
+                if isinstance(exc, StartedOver):
+                    log.warning("%s: the partitions are taken up anew in %.0f s", exc, delay)
+                else:
+                    log.exception("a batch failed: input resumes from the checkpoints in %.0f s", delay)
+                await self._recover(delay)
                 delay = min(delay * 2, RETRY_MAX_SECONDS)
             finally:
                 self.phase = "waiting for a batch"
+
+    async def _recover(self, delay: float) -> None:
+        """After a failed batch, in `delay` seconds: take the partitions up anew (which
+        checks that their changelogs and input still hold what was applied), then
+        input from their checkpoints. Retried, backing off, while the broker is away;
+        a pause (a rebalance) ends it: its resume takes the partitions up."""
+        generation = self.intake.generation
+        while await self.intake.wait(delay, generation):
+            owned = self.intake.owned_partitions
+            try:
+                if self.ensure_topics is not None:
+                    await self.ensure_topics()
+                await self.take_up({partition for _, partition in owned})
+                await self.intake.rewind(self.positions(owned), generation)
+                self.trouble = None
+                return
+            except Exception as exc:
+                self.abandon()
+                self.trouble = f"taking partitions up failed: {exc}"
+                delay = min(delay * 2, RETRY_MAX_SECONDS)
+                log.warning("taking the partitions up again failed (%s): again in %.0f s", exc, delay)
 
     async def apply_batch(self, records: list[Any]) -> None:
         """Apply a batch of input records (in order per partition), in parts of about
@@ -128,6 +157,7 @@ class Worker:
         if outcome.redelivered:
             observe.REDELIVERED.inc()
             return
+        state.note_input(record)
         outputs.extend(outcome.outputs)
         if outcome.forwarded:
             self.tally.forward()
@@ -177,9 +207,38 @@ class Worker:
         state = self.partitions.get(partition)
         if state is None:
             self.phase = f"taking up partition {partition}"
-            state = self.partitions[partition] = await self.committer.take_up(partition)
+            state = await self.committer.take_up(partition)
+            await self._check_input(state)
+            self.partitions[partition] = state
             self.handler.take_up(state)
         return state
+
+    async def _check_input(self, state: PartitionState) -> None:
+        """Each input topic of the partition must still hold the last record the
+        checkpoint applied: a topic that ends before it, or holds another record
+        there (its fingerprint differs), started over. Its input is then read again
+        from its beginning; results already applied are dead-lettered as duplicates."""
+        checkpoint = state.checkpoint
+        wanted = {(topic, state.partition): offset for topic, offset in checkpoint.offsets.items()
+                  if topic in self.settings.input_topics}
+        if not wanted:
+            return
+        found = await self.committer.changelog.first_records(wanted)
+        for (topic, partition), offset in sorted(wanted.items()):
+            record = found[(topic, partition)]
+            expected = checkpoint.fingerprints.get(topic)
+            if record is not None and (record.offset != offset or expected is None
+                                       or input_fingerprint(record.timestamp, record.key, record.value) == expected):
+                continue
+            why = ("it ends before that offset" if record is None else "another record is at that offset")
+            log.warning("input %s[%d] started over: the checkpoint applied up to offset %d, but %s; reading it "
+                        "again from its beginning (results already applied become duplicate_match dead letters)",
+                        topic, partition, offset, why)
+            observe.STARTED_OVER.labels("input", str(partition)).inc()
+            self.started_over.append({"log": "input", "topic": topic, "partition": partition, "at": time.time(),
+                                      "checkpoint_offset": offset, "reason": why})
+            del self.started_over[:-64]
+            state.restart_input(topic)
 
     async def _with_skipped(self, state: PartitionState, record: Any, expected: int) -> list[Any]:
         """The record, preceded by the records of its partition that input skipped: it
@@ -214,9 +273,12 @@ class Worker:
         """Take these partitions up, then input from them after their checkpoints
         (unless the assignment of `generation` is already over)."""
         self.pausing = False
+        if self.ensure_topics is not None:
+            await self.ensure_topics()
         await self.take_up({partition for _, partition in owned})
         if not await self.intake.resume(self.positions(owned), generation):
             return False
+        self.trouble = None
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self.run(), name="ratings-batches")
         self.resumed = True

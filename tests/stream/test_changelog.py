@@ -19,7 +19,7 @@ def read(records: list[tuple[bytes, bytes]], start: Checkpoint | None = None) ->
     reader = ChangelogReader(start)
     for offset, (key, value) in enumerate(records, start=reader.position):
         reader.feed(offset, key, value)
-    rows, checkpoint = reader.take()
+    rows, checkpoint, _ = reader.take()
     return {key: None if value is None else orjson.loads(value) for key, value in rows.items()}, checkpoint, reader.fenced
 
 

@@ -110,7 +110,7 @@ def changelog_says(broker: MemoryBroker, table: str) -> dict[bytes, object]:
         reader = ChangelogReader()
         for offset, (key, value) in enumerate(broker.logs[(CHANGELOG, partition)]):
             reader.feed(offset, key, value)
-        rows, _ = reader.take()
+        rows, _, _ = reader.take()
         out.update({key[1:]: orjson.loads(value) for key, value in rows.items()
                     if key[:1] == TABLE_PREFIX[table] and value is not None})
     return out
@@ -139,6 +139,7 @@ async def test_crashes_and_failures_at_any_send_neither_lose_nor_double_apply(se
     log = input_log(seed % 4)
     ledger, ids = expected(log)
     broker = MemoryBroker(partitions=PARTITIONS, seed=seed)
+    broker.add_input(log)
     store = LocalStore(tmp_path / "0")
     worker = new_worker(store, broker)
     faults = {"crash": 0, "fail": 0}
@@ -188,6 +189,7 @@ async def test_a_crash_before_the_checkpoint_leaves_the_batch_uncommitted_and_it
     partition = league_partition("chess", PARTITIONS)
     records = log[partition]
     broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
     store = LocalStore(tmp_path / "a")
     worker = new_worker(store, broker)
     await worker.apply_batch(records[:10])
@@ -226,6 +228,7 @@ async def test_the_checkpoint_is_sent_only_once_the_outputs_and_rows_are_acknowl
     log = input_log(2)
     partition = league_partition("chess", PARTITIONS)
     broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
     store = LocalStore(tmp_path)
     worker = new_worker(store, broker)
     await worker.apply_batch(log[partition][:5])
@@ -273,6 +276,7 @@ async def test_a_replaced_workers_stalled_batch_landing_late_changes_nothing(lan
     partition = league_partition("chess", PARTITIONS)
     records = log[partition]
     broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
     stalled = StalledSender(broker)
     a = Worker(SETTINGS, CONFIG, LocalStore(tmp_path / "a"), stalled, broker, Intake({}, SETTINGS.batch_max))
     await a.apply_batch(records[:10])
@@ -329,6 +333,7 @@ async def test_a_crash_in_the_middle_of_a_restore_keeps_what_was_read_and_the_ne
     log = input_log(seed)
     ledger, _ = expected(log)
     broker = MemoryBroker(partitions=PARTITIONS, seed=seed)
+    broker.add_input(log)
     writer = new_worker(LocalStore(tmp_path / "writer"), broker)
     rng = random.Random(seed)
     batch = next_batch(writer, log, rng)
@@ -355,7 +360,7 @@ async def test_a_crash_in_the_middle_of_a_restore_keeps_what_was_read_and_the_ne
                 reader = ChangelogReader()
                 for offset, (key, value) in enumerate(broker.logs[(CHANGELOG, partition)][:checkpoint.changelog + 1]):
                     reader.feed(offset, key, value)
-                rows, at = reader.take()
+                rows, at, _ = reader.take()
                 assert at == checkpoint
                 assert {k: v for k, v in store.scan(partition, b"")} == {
                     **{k: v for k, v in rows.items() if v is not None}, b"\x00checkpoint": checkpoint.encode()}
@@ -384,6 +389,7 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
     ledger, events, _ = run(docs, CORRECTED)
     assert ledger.rerates > 20
     broker = MemoryBroker(partitions=PARTITIONS, seed=seed)
+    broker.add_input(log)
     store = LocalStore(tmp_path / "0")
 
     def worker_on(store: LocalStore) -> Worker:

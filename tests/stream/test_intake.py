@@ -48,7 +48,7 @@ def test_batches_start_at_the_positions_pause_waits_for_the_batch_and_rewind_goe
             assert by_partition == {0: [7, 8, 9], 1: [0, 1, 2, 3]}
 
             # A pause waits for the batch in progress, and gives up after its timeout.
-            await intake.rewind({(topic, 0): 8, (topic, 1): 3}, delay=0)
+            await intake.rewind({(topic, 0): 8, (topic, 1): 3}, intake.generation)
             entered = asyncio.Event()
             release = asyncio.Event()
 

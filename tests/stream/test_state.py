@@ -33,7 +33,7 @@ def test_a_batch_reads_its_own_writes_and_commits_them_only_at_its_checkpoint():
         reader.feed(offset, key, value)
         if offset == 11:
             assert reader.take()[0] == {}
-    committed_rows, checkpoint = reader.take()
+    committed_rows, checkpoint, _ = reader.take()
     assert orjson.loads(committed_rows[store_key(PLAYERS, b"l\x1fa")]) == {"rating": 2.0}
     assert (checkpoint.epoch, checkpoint.batch, checkpoint.changelog) == (3, 8, 12)
     state.checkpointed(after)

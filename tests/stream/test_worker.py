@@ -163,7 +163,7 @@ async def test_a_batch_of_heavy_events_is_applied_in_checkpointed_parts(tmp_path
     marks = [value for key, value in broker.logs[(settings.changelog_topic, 0)] if key[0] == 0]
     # A take-up's fence, then one checkpoint per part: events 0-1, 2-3, 4.
     assert [mark[:1] for mark in marks] == [b"F", b"C", b"C", b"C"]
-    assert [orjson.loads(mark[17:])[TOPIC] for mark in marks[1:]] == [1, 3, 4]
+    assert [orjson.loads(mark[17:])["offsets"][TOPIC] for mark in marks[1:]] == [1, 3, 4]
     assert_state_is_the_replay(reads(worker, store), docs)
 
 

@@ -14,6 +14,8 @@ import random
 from collections import defaultdict, deque
 from typing import AsyncIterator, Iterable
 
+from stream_app.stream.intake import InputRecord
+
 
 class Crash(BaseException):
     """The worker process died at this send (BaseException: no handler of the worker catches it)."""
@@ -33,6 +35,7 @@ class MemoryBroker:
         self.reads = 0  # calls of read()
         self.crash_reading_at: int | None = None  # read() raises Crash after delivering this many chunks in all
         self.chunks_read = 0
+        self.inputs: dict[tuple[str, int], list[InputRecord]] = {}  # input topics' records (add_input)
 
     async def partitions(self, topic: str) -> int:
         return self.partition_count
@@ -70,6 +73,31 @@ class MemoryBroker:
 
     def values(self, topic: str) -> list[bytes]:
         return [value for (name, _), log in sorted(self.logs.items()) if name == topic for _, value in log]
+
+    async def first_records(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], object]:
+        """Each partition's first record at or after the offset, or None past its end."""
+        found: dict[tuple[str, int], object] = {}
+        for (topic, partition), offset in wanted.items():
+            inputs = self.inputs.get((topic, partition))
+            if inputs is not None:
+                found[(topic, partition)] = inputs[offset] if offset < len(inputs) else None
+                continue
+            log = self.logs[(topic, partition)]
+            found[(topic, partition)] = (InputRecord(topic, partition, offset, *log[offset], None)
+                                         if offset < len(log) else None)
+        return found
+
+    def add_input(self, log: dict[int, list[InputRecord]]) -> None:
+        """Input records (the test feeds them to the worker itself): what the broker holds of them."""
+        for records in log.values():
+            for record in records:
+                self.inputs.setdefault((record.topic, record.partition), []).append(record)
+
+    def forget(self) -> None:
+        """The broker restarted with memory only: every topic starts over, empty."""
+        self._lose_in_flight()
+        self.logs.clear()
+        self.inputs.clear()
 
     async def read(self, topic: str, partition: int, start: int, end: int) -> AsyncIterator[list[tuple[int, bytes, bytes]]]:
         """Records start..end-1 in chunks, as a consumer fetches them (all must exist)."""
