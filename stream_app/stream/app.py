@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable
 import faust
 from faust.types import TP
 
-from ..client import RatingsClient, bootstrap_servers
+from ..client import bootstrap_servers
 from ..events import MAX_EVENT_BYTES
 from ..leagues import LeagueConfig
 from ..settings import Settings
@@ -36,6 +36,7 @@ from .reads import Reads
 from .restore import KafkaChangelog
 from .standby import Standby
 from .store import LocalStore
+from .topics import TopicsMismatch, ensure_topics
 from .tasks import cancel
 from .worker import Worker
 
@@ -352,28 +353,6 @@ class WorkerApp:
                 log.warning("task %s:\n%s", task.get_name(), "\n".join(f"  {frame}" for frame in task.get_stack()))
 
         loop.add_signal_handler(signal.SIGUSR1, dump)
-
-
-class TopicsMismatch(RuntimeError):
-    """A topic's partition count differs from --partitions."""
-
-
-async def ensure_topics(settings: Settings) -> None:
-    """Create the topics if missing, and refuse to run on topics whose partition
-    counts differ from --partitions (leagues would map to the wrong partitions).
-    At start, and again before partitions are taken up: a broker that forgot its
-    topics gets them back with the right counts."""
-    client = RatingsClient.from_settings(settings)
-    await client.start(ensure_topics=False)
-    try:
-        counts = await client.ensure_topics(settings.partitions, extra=[settings.forward_topic],
-                                            compacted=[settings.changelog_topic])
-    finally:
-        await client.stop()
-    for topic in (*settings.input_topics, settings.changelog_topic):
-        if counts.get(topic) != settings.partitions:
-            raise TopicsMismatch(f"topic {topic!r} has {counts.get(topic)} partitions but --partitions is "
-                                 f"{settings.partitions}; they must agree")
 
 
 def run_worker(settings: Settings, loglevel: str = "info") -> int:

@@ -122,7 +122,7 @@ def no_topics_created_by_metadata() -> None:
     auto.create.topics.enable) then recreates them at the first question, with its
     own partition count (4 on the embedded broker, num.partitions on Kafka): leagues
     would map to other partitions. The worker creates its topics itself, with the
-    configured count (stream/app.py `ensure_topics`). aiokafka's client looks the
+    configured count (stream/topics.py). aiokafka's client looks the
     request class up in its module at each metadata update (aiokafka/client.py
     `AIOKafkaClient._metadata_update`), so one assignment covers every client,
     including Faust's. Idempotent."""

@@ -1,0 +1,31 @@
+"""The service's topics: created when missing, with the configured partition
+count, at a worker's start and again before it takes partitions up (a broker
+that forgot its topics gets them back with the right counts: the worker never
+lets a metadata request create one, stream/kafka_io.py)."""
+
+from __future__ import annotations
+
+from ..client import RatingsClient
+from ..settings import Settings
+
+
+class TopicsMismatch(RuntimeError):
+    """A topic's partition count differs from --partitions."""
+
+
+async def ensure_topics(settings: Settings) -> None:
+    """Create the topics if missing, and refuse to run on topics whose partition
+    counts differ from --partitions (leagues would map to the wrong partitions).
+    At start, and again before partitions are taken up: a broker that forgot its
+    topics gets them back with the right counts."""
+    client = RatingsClient.from_settings(settings)
+    await client.start(ensure_topics=False)
+    try:
+        counts = await client.ensure_topics(settings.partitions, extra=[settings.forward_topic],
+                                            compacted=[settings.changelog_topic])
+    finally:
+        await client.stop()
+    for topic in (*settings.input_topics, settings.changelog_topic):
+        if counts.get(topic) != settings.partitions:
+            raise TopicsMismatch(f"topic {topic!r} has {counts.get(topic)} partitions but --partitions is "
+                                 f"{settings.partitions}; they must agree")
