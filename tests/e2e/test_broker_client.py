@@ -367,6 +367,19 @@ def test_port_already_in_use_is_an_error(broker):
         EmbeddedBroker(port=broker.port, startup_timeout=5).start()
 
 
+def test_the_broker_starts_again_on_its_port_right_after_a_stop():
+    """The stopped broker's connections wait in TIME_WAIT for about a minute: the port
+    is free to a server that binds as servers do (SO_REUSEADDR)."""
+    with EmbeddedBroker() as first:
+        port = first.port
+        for _ in range(3):  # clients connect, as a worker's do
+            assert kafka_ready(first.bootstrap)
+    started = time.monotonic()
+    with EmbeddedBroker(port=port, startup_timeout=10) as again:
+        assert again.port == port and kafka_ready(again.bootstrap)
+    assert time.monotonic() - started < 10
+
+
 def test_broker_dies_with_its_parent_process():
     """PR_SET_PDEATHSIG: SIGKILL the Python process that started the broker; the broker goes too."""
     code = (

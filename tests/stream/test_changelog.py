@@ -6,7 +6,7 @@ is not accepted."""
 import orjson
 
 from stream_app.stream.changelog import (Checkpoint, ChangelogReader, checkpoint_record, epoch_key, fence_record,
-                                         new_value, old_value, row_record)
+                                         input_fingerprint, new_value, old_value, row_record, start_record)
 
 TOPIC = "match-results"
 
@@ -100,3 +100,57 @@ def test_a_row_record_keeps_its_byte_layout():
     assert new_value(record) == b"[1]" and old_value(record) == b"[0]"
     assert row_record(1, 1, b"pa", None, None)[1] == b"D" + bytes(7) + b"\x01" + bytes(7) + b"\x01" + bytes(4)
     assert new_value(row_record(1, 1, b"pa", None, b"x")[1]) is None
+
+
+def test_a_start_voids_everything_before_it_and_its_rows_count_with_its_checkpoint():
+    log = [fence_record(1), row_record(1, 1, b"pa", j(1), None), row_record(1, 1, b"pb", j(2), None),
+           checkpoint_record(1, 1, {TOPIC: 4}), row_record(1, 2, b"pa", j(3), j(1)),  # a batch cut short
+           start_record(2), row_record(2, 1, b"pb", j(7), None), row_record(2, 1, b"pc", j(8), None),
+           checkpoint_record(2, 1, {TOPIC: 9}, {TOPIC: 77})]
+    reader = ChangelogReader()
+    for offset, (key, value) in enumerate(log):
+        reader.feed(offset, key, value)
+        if offset == 4:
+            assert reader.take()[2] is False  # nothing to wipe before the start
+    rows, checkpoint, wipe = reader.take()
+    assert wipe  # a store that held the state before the start must drop it
+    assert {key: orjson.loads(value) for key, value in rows.items()} == {b"pb": 7, b"pc": 8}  # pa: gone with the start
+    assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets, checkpoint.fingerprints) == (2, 1, {TOPIC: 9}, {TOPIC: 77})
+    assert checkpoint.changelog == 8
+
+
+def test_a_start_of_an_epoch_already_accepted_is_dropped_like_a_rival_fence():
+    log = [fence_record(3), row_record(3, 1, b"pa", j(1), None), checkpoint_record(3, 1, {TOPIC: 0}),
+           start_record(3), row_record(3, 1, b"pb", j(2), None), checkpoint_record(3, 1, {TOPIC: 1})]
+    rows, checkpoint, fenced = read(log)
+    assert rows == {b"pa": 1} and checkpoint.changelog == 2 and fenced == 2
+
+
+def test_reading_from_a_start_offset_wipes_what_the_store_held():
+    log = [fence_record(1), row_record(1, 1, b"pa", j(1), None), checkpoint_record(1, 1, {TOPIC: 0}),
+           start_record(5), row_record(5, 1, b"pb", j(2), None), checkpoint_record(5, 1, {TOPIC: 3})]
+    reader = ChangelogReader(start=3)
+    assert reader.position == 3
+    for offset in range(3, len(log)):
+        reader.feed(offset, *log[offset])
+    rows, checkpoint, wipe = reader.take()
+    assert wipe and set(rows) == {b"pb"} and (checkpoint.epoch, checkpoint.offsets) == (5, {TOPIC: 3})
+
+
+def test_checkpoints_keep_fingerprints_and_records_written_before_them_still_read():
+    old = (epoch_key(1), b"C" + (1).to_bytes(8, "big") + (1).to_bytes(8, "big") + orjson.dumps({TOPIC: 6}))
+    _, checkpoint, _ = read([fence_record(1), old])
+    assert (checkpoint.offsets, checkpoint.fingerprints) == ({TOPIC: 6}, {})
+    _, checkpoint, _ = read([fence_record(1), checkpoint_record(1, 1, {TOPIC: 6}, {TOPIC: 12345}), fence_record(2)])
+    assert (checkpoint.epoch, checkpoint.offsets, checkpoint.fingerprints) == (2, {TOPIC: 6}, {TOPIC: 12345})
+    assert Checkpoint.decode(checkpoint.encode()) == checkpoint
+    assert Checkpoint.decode(orjson.dumps({"epoch": 1, "batch": 2, "offsets": {}, "changelog": 3})).fingerprints == {}
+
+
+def test_an_input_fingerprint_tells_a_record_sent_again_or_another_from_the_one_applied():
+    applied = input_fingerprint(1_700_000_000_000, b"chess", b'{"match_id": "m1"}')
+    assert applied == input_fingerprint(1_700_000_000_000, b"chess", b'{"match_id": "m1"}')
+    assert applied != input_fingerprint(1_700_000_000_001, b"chess", b'{"match_id": "m1"}')  # the same, sent again
+    assert applied != input_fingerprint(1_700_000_000_000, b"chess", b'{"match_id": "m2"}')
+    assert input_fingerprint(1, b"ab", b"c") != input_fingerprint(1, b"a", b"bc")  # the key's end is marked
+    assert input_fingerprint(None, None, None) == input_fingerprint(0, b"", b"")

@@ -429,3 +429,111 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
         published[orjson.loads(value)["event_id"]].add(value)
     assert set(published) == {event["event_id"] for event in events}
     assert all(len(values) == 1 for values in published.values())
+
+
+def sent_again(records: list[InputRecord], timestamp: int, start: int = 0) -> list[InputRecord]:
+    """The records as a producer sends them again to a topic that started over."""
+    return [InputRecord(r.topic, r.partition, start + i, r.key, r.value, timestamp) for i, r in enumerate(records)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_a_broker_that_forgets_everything_loses_nothing_and_applies_nothing_twice(seed, tmp_path):
+    """The broker restarts empty under a worker with applied state. Taking its partitions
+    up again, the worker writes its state back to the changelog (a restore on an empty
+    directory gets it all) and reads input from the new beginning: results sent again
+    are duplicates, new ones are applied once."""
+    log = input_log(seed)
+    broker = MemoryBroker(partitions=PARTITIONS, seed=seed)
+    broker.add_input(log)
+    store = LocalStore(tmp_path / "a")
+    worker = new_worker(store, broker)
+    half = {p: len(records) // 2 for p, records in log.items()}
+    for p, records in log.items():
+        await worker.apply_batch(records[:half[p]])
+    broker.forget()
+    # Producers send again the last ten results applied, then the ones never applied.
+    again = {p: sent_again(records[half[p] - 10:], 2000) for p, records in log.items()}
+    broker.add_input(again)
+    worker.abandon()  # what a failed batch or a rebalance does
+    await worker.take_up(list(log))
+    assert {p: worker.positions([(TOPIC, p)])[(TOPIC, p)] for p in log} == {p: None for p in log}
+    assert sorted(f["partition"] for f in worker.started_over) == sorted(log)
+    assert sorted(f["partition"] for f in worker.committer.started_over) == sorted(log)
+    for p, records in again.items():
+        await worker.apply_batch(records)
+    ledger, _ = expected(log)
+    assert_committed_state_is(local(store), ledger)
+    assert_committed_state_is(logged(broker), ledger)
+    reasons = [orjson.loads(value)["reason"] for value in broker.values(SETTINGS.dlq_topic)]
+    repeated = sum(1 for p in log for r in log[p][half[p] - 10:half[p]] if parse_ok(r.value))
+    assert reasons.count("duplicate_match") >= repeated
+    # A worker on an empty directory restores it all from the changelog written back.
+    fresh = LocalStore(tmp_path / "b")
+    other = new_worker(fresh, broker)
+    await other.take_up(list(log))
+    assert_committed_state_is(local(fresh), ledger)
+    assert other.positions([(TOPIC, p) for p in log]) == worker.positions([(TOPIC, p) for p in log])
+
+
+def parse_ok(value: bytes) -> bool:
+    try:
+        parse_match(value)
+        return True
+    except ValueError:
+        return False
+
+
+async def test_an_input_topic_sent_again_past_the_checkpoint_is_told_apart_by_its_fingerprint(tmp_path):
+    """A topic that started over and already holds more records than were applied: the
+    offsets alone look fine, the record at the checkpoint's offset is another."""
+    log = input_log(5)
+    broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
+    store = LocalStore(tmp_path / "a")
+    worker = new_worker(store, broker)
+    for records in log.values():
+        await worker.apply_batch(records[:20])
+    broker.inputs.clear()  # the input topic recreated; the changelog kept
+    again = {p: sent_again(records, 3000) for p, records in log.items()}
+    broker.add_input(again)
+    worker.abandon()
+    await worker.take_up(list(log))
+    assert worker.positions([(TOPIC, p) for p in log]) == {(TOPIC, p): None for p in log}
+    assert worker.committer.started_over == []  # the changelog held the checkpoints
+    for records in again.values():
+        await worker.apply_batch(records)
+    ledger, _ = expected(log)
+    assert_committed_state_is(local(store), ledger)
+    # Unchanged input is not taken for a topic that started over.
+    worker.abandon()
+    await worker.take_up(list(log))
+    assert len(worker.started_over) == len(log)
+    assert worker.positions([(TOPIC, p) for p in log]) == {(TOPIC, p): len(again[p]) for p in log}
+
+
+async def test_a_stale_local_state_gives_way_to_a_newer_owners_write_back(tmp_path):
+    """Worker A applied, then B took over and applied more; the broker forgot the changelog;
+    B wrote its state back. A, back with its older local state, must not write that back:
+    it wipes it and reads B's."""
+    log = input_log(2)
+    broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
+    partition = league_partition("chess", PARTITIONS)
+    records = log[partition]
+    a_store = LocalStore(tmp_path / "a")
+    a = new_worker(a_store, broker)
+    await a.apply_batch(records[:10])
+    b_store = LocalStore(tmp_path / "b")
+    b = new_worker(b_store, broker)
+    await b.apply_batch(records[10:30])  # takes the partition up from the changelog (epoch 2)
+    broker.logs.clear()  # the changelog forgotten (the input kept)
+    b.abandon()
+    await b.take_up([partition])  # writes B's state back
+    assert [f["action"] for f in b.committer.started_over] == ["local state written back"]
+    a.abandon()
+    await a.take_up([partition])
+    assert [f["action"] for f in a.committer.started_over] == ["restored from a newer start"]
+    await a.apply_batch(records[30:])
+    ledger, _ = expected({partition: records})
+    assert_committed_state_is(local(a_store), ledger)
+    assert_committed_state_is(logged(broker), ledger)

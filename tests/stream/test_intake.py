@@ -1,14 +1,18 @@
 """The worker's input consumer (stream/intake.py) against the real broker: it
 starts each partition where it is told, hands out batches in order, stops
 taking input while paused (waiting for the batch in progress), refuses a
-resume of an assignment already over, and goes back to given positions."""
+resume of an assignment already over, and goes back to given positions; a
+partition that ends below its position has started over."""
 
 import asyncio
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from stream_app.stream.intake import Intake
+import pytest
+
+from stream_app.stream.changelog import StartedOver
+from stream_app.stream.intake import Intake, first_records
 from tests.support.names import unique_name
 
 
@@ -74,6 +78,41 @@ def test_batches_start_at_the_positions_pause_waits_for_the_batch_and_rewind_goe
             async with intake.batch() as records:
                 assert [(r.partition, r.offset) for r in records] == [(1, 2), (1, 3)]
             assert intake.owned_partitions == [(topic, 1)]
+        finally:
+            await intake.close()
+
+    asyncio.run(scenario())
+
+
+def test_first_records_tell_a_record_from_a_partition_that_ends_before_it(broker):
+    topic = unique_name("intake-first")
+
+    async def scenario():
+        await _prepare(broker.bootstrap, topic)
+        found = await first_records({"bootstrap_servers": broker.bootstrap},
+                                    {(topic, 0): 9, (topic, 1): 4, (topic, 0 + 2): 0, ("no-such-topic-" + topic, 0): 0})
+        assert (found[(topic, 0)].offset, found[(topic, 0)].value) == (9, b"a9")
+        assert found[(topic, 0)].timestamp is not None
+        assert found[(topic, 1)] is None  # partition 1 holds offsets 0 to 3
+        assert found[(topic, 2)] is None and found[("no-such-topic-" + topic, 0)] is None  # no such partition, topic
+        far = await first_records({"bootstrap_servers": broker.bootstrap}, {(topic, 1): 1000})
+        assert far == {(topic, 1): None}
+
+    asyncio.run(scenario())
+
+
+def test_input_that_ends_below_the_position_has_started_over(broker):
+    topic = unique_name("intake-over")
+
+    async def scenario():
+        await _prepare(broker.bootstrap, topic)
+        intake = Intake({"bootstrap_servers": broker.bootstrap}, max_records=100)
+        try:
+            assert await intake.resume({(topic, 0): 3, (topic, 1): 40})  # partition 1 ends at 4
+            with pytest.raises(StartedOver, match=r"\[1\] ends at offset 4"):
+                for _ in range(50):
+                    async with intake.batch():
+                        pass
         finally:
             await intake.close()
 

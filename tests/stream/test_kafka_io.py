@@ -74,3 +74,24 @@ async def test_the_sender_sends_record_batches_through_fausts_aiokafka_producer(
         assert got == records
     finally:
         await consumer.stop()
+
+
+async def test_no_topic_is_created_by_asking_about_it(broker, monkeypatch):
+    """aiokafka lets every metadata request create a missing topic; the worker's never do
+    (the embedded broker would create it with 4 partitions, Kafka with num.partitions)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    import aiokafka.client
+
+    from tests.support.names import unique_name
+
+    monkeypatch.setattr(aiokafka.client, "MetadataRequest", aiokafka.client.MetadataRequest)  # undone after the test
+    kafka_io.no_topics_created_by_metadata()
+    missing = unique_name("never-created")
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(missing, 0)])
+        await consumer.getmany(timeout_ms=1000)
+        assert missing not in await consumer.topics()
+    finally:
+        await consumer.stop()

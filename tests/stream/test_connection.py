@@ -1,0 +1,62 @@
+"""stream/connection.py: a broker that stops answering is said once (gauge, /health,
+one log line each way), and the Kafka clients' repeated messages are logged once a
+minute."""
+
+import logging
+
+from stream_app.broker import EmbeddedBroker
+from stream_app.stream import observe
+from stream_app.stream.connection import REPEAT_SECONDS, BrokerWatch, RepeatFilter
+
+
+def test_a_repeated_client_message_is_logged_once_a_minute_and_counted():
+    now = [1000.0]
+    repeats = RepeatFilter(clock=lambda: now[0])
+
+    def record(msg: str, level: int = logging.ERROR, name: str = "aiokafka.client") -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, msg, ("node 1",), None)
+
+    assert repeats.filter(record("Unable connect to %s"))
+    assert not repeats.filter(record("Unable connect to %s"))  # the same message, other arguments too
+    assert repeats.filter(record("Unable to update metadata from %s"))
+    assert repeats.filter(record("Unable connect to %s", name="aiokafka.conn"))  # another logger
+    assert repeats.filter(record("Joined group %s", level=logging.INFO))
+    assert repeats.filter(record("Joined group %s", level=logging.INFO))  # information passes
+    now[0] += REPEAT_SECONDS
+    assert repeats.filter(record("Unable connect to %s"))
+    assert repeats.take_dropped() == 1 and repeats.take_dropped() == 0
+
+
+def test_the_filter_sits_on_every_kafka_client_logger():
+    repeats = RepeatFilter()
+    repeats.install()
+    try:
+        import aiokafka.consumer.fetcher  # noqa: F401 - a child logger of aiokafka's
+
+        for name in ("aiokafka", "aiokafka.conn", "aiokafka.consumer.fetcher", "faust.transport"):
+            assert repeats in logging.getLogger(name).filters, name
+    finally:
+        for name in list(logging.root.manager.loggerDict) + ["aiokafka", "faust.transport"]:
+            logging.getLogger(name).removeFilter(repeats)
+
+
+async def test_the_watch_says_when_the_broker_stops_answering_and_when_it_is_back(caplog):
+    caplog.set_level(logging.WARNING, logger="stream_app.stream.connection")
+    broker = EmbeddedBroker().start()
+    watch = BrokerWatch({"bootstrap_servers": broker.bootstrap}, timeout=2.0)
+    try:
+        assert await watch.check() and watch.health() == "connected"
+        port = broker.port
+        broker.stop()
+        assert not await watch.check()
+        assert not await watch.check()  # still down: no second line
+        assert watch.health().startswith("unreachable since 20")
+        assert observe.BROKER_CONNECTED._value.get() == 0
+        broker = EmbeddedBroker(port=port).start()
+        assert await watch.check() and watch.health() == "connected"
+        assert observe.BROKER_CONNECTED._value.get() == 1
+    finally:
+        await watch.close()
+        broker.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "stream_app.stream.connection"]
+    assert len(lines) == 2 and "does not answer" in lines[0] and "answers again" in lines[1]
