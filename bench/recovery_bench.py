@@ -10,9 +10,10 @@
     standby of the other's; one is SIGKILLed: seconds until every partition it
     owned is applying again on the survivor, and the survivor's memory.
 
-Workers run with a 6 s session timeout and 0.5 s heartbeats (--session-timeout,
---heartbeat-interval): after a SIGKILL the group waits that long for the dead
-member before it rebalances.
+Workers run with the shipped defaults (a 6 s session timeout, 1 s heartbeats).
+A worker restarted on its data directory removes the killed one's member from
+the group at once (stream/membership.py); a new one waits for the dead
+member's session to expire first.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from typing import Any
 import orjson
 
 from stream_app.broker import EmbeddedBroker
+from stream_app.settings import DEFAULTS
 from tests.support.kafka import SteadyPublisher, records_in
 from tests.support.names import Topics
-from tests.support.workers import FAST_GROUP
 
 from .streamtools import PARTITIONS, Worker, create_topics, dir_size, log, publish, vm_hwm
 
@@ -100,7 +101,7 @@ class RecoveryBench:
         return broker
 
     def worker(self, broker: EmbeddedBroker, topics: Topics, name: str, data: str) -> Worker:
-        worker = Worker(broker.url, topics, topics.prefix, self.tmp / data, None, self.tmp, name, extra_args=FAST_GROUP)
+        worker = Worker(broker.url, topics, topics.prefix, self.tmp / data, None, self.tmp, name)
         self.workers.append(worker)
         return worker
 
@@ -205,7 +206,7 @@ class RecoveryBench:
         result = {"rate": self.args.failover_rate, "owned_by_killed": sorted(owned), "kill_to_owning_s": took,
                   "kill_to_applying_s": applying, "take_up_s": health["take_up_seconds"],
                   "restored_records": health["restored_records"], "survivor_peak_rss_bytes": vm_hwm(b.pid),
-                  "session_timeout_s": 6.0}
+                  "session_timeout_s": DEFAULTS.session_timeout}
         log(f"failover at {self.args.failover_rate:,}/s: partitions {sorted(owned)} owned again after {took:.1f} s, "
             f"applying after {applying:.1f} s (take-up {health['take_up_seconds']:.2f} s, "
             f"{health['restored_records']:,} changelog records read); survivor peak RSS "
@@ -236,7 +237,7 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict[str, Any]:
                                                              f" ({r['baseline_records_per_s']:,.0f}/s)"
                                                              if c["ratio_to_plain_consumer"] else ""))
     f = results["failover"]
-    print(f"failover: applying again {f['kill_to_applying_s']:.1f} s after the kill (session timeout 6 s)")
+    print(f"failover: applying again {f['kill_to_applying_s']:.1f} s after the kill (session timeout {DEFAULTS.session_timeout:.0f} s)")
     return results
 
 

@@ -31,7 +31,7 @@ class Settings:
     # latency at a low rate worse than at a high one: docs/performance.md).
     fetch_wait: float = 0.02
     stop_timeout: float = 30.0  # a batch in progress gets this long to finish at a rebalance or stop (s)
-    session_timeout: float = 10.0  # the consumer group's session timeout (s)
+    session_timeout: float = 6.0  # the consumer group's session timeout (s)
     heartbeat_interval: float = 1.0
     security: Any = None  # stream_app.security.KafkaSecurity; None: plaintext
 

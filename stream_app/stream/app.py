@@ -28,7 +28,7 @@ from ..client import bootstrap_servers
 from ..events import MAX_EVENT_BYTES
 from ..leagues import LeagueConfig
 from ..settings import Settings
-from . import kafka_io, observe
+from . import kafka_io, membership, observe
 from .api import Api
 from .connection import BrokerWatch
 from .intake import Intake
@@ -119,6 +119,7 @@ class WorkerApp:
         self._resuming: asyncio.Future | None = None  # taking the assigned partitions up
         self._group_commit: asyncio.Future | None = None
         self.exit_after: float | None = None  # a process of its own: exit if stopping takes longer (s)
+        self.previous_member: str | None = None  # removed from the group at start (stream/membership.py)
 
     # -- the Faust app ------------------------------------------------------------------
     def _build_app(self) -> faust.App:
@@ -157,7 +158,7 @@ class WorkerApp:
         if s.security is not None:
             options.update(s.security.faust_settings())
         app = _App(s.app_id, **options)
-        app.after_start = lambda: kafka_io.keep_input_from_faust(app.consumer, s.input_topics)
+        app.after_start = self._after_start
         app.before_stop = self._stop_input
         topic = dict(partitions=s.partitions, key_serializer="raw", value_serializer="raw", internal=False)
         # The agent subscribes the group to the input topics: that is how Faust assigns
@@ -177,6 +178,12 @@ class WorkerApp:
             _FAUST_SENSORS = True
         observe.set_state("starting")
         return app
+
+    def _after_start(self) -> None:
+        kafka_io.keep_input_from_faust(self.app.consumer, self.settings.input_topics)
+        if self.previous_member is not None:  # logged now: Faust has set logging up
+            log.info("removed this data directory's previous member %s from the group %s", self.previous_member,
+                     self.settings.app_id)
 
     async def _agent(self, stream: Any) -> None:
         # Input partitions are never active in Faust's consumer (kafka_io.keep_input_from_faust).
@@ -212,6 +219,7 @@ class WorkerApp:
         await self.standby.stop()
         await self.worker.pause()
         observe.ASSIGNED_PARTITIONS.set(sum(tp.topic == self.settings.match_topic for tp in assigned))
+        membership.remember(self.data_dir, kafka_io.group_member_id(self.app.consumer))
         # Every input partition owned now (the assignor has the whole assignment).
         # Taking them up reads their changelogs, which can take seconds: not inside
         # Faust's callback. Input resumes only if no pause (a newer rebalance) comes first.
@@ -364,6 +372,8 @@ def run_worker(settings: Settings, loglevel: str = "info") -> int:
     except TopicsMismatch as exc:
         raise SystemExit(f"ratings worker: {exc}") from None
     worker = WorkerApp(settings)
+    worker.previous_member = asyncio.run(membership.leave_previous(worker.data_dir, settings.app_id,
+                                                                   worker.kafka_options()))
     worker.exit_after = settings.stop_timeout + 5.0
     faust_worker = faust.Worker(worker.app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
     try:

@@ -12,7 +12,9 @@ What the worker needs that neither library offers publicly:
   read by stream/intake.py at the checkpoints;
 - group offsets committed by the group member (`commit_group_offsets`):
   Faust's own commit crashes the app on any commit error;
-- no topic created by asking about it (`no_topics_created_by_metadata`).
+- no topic created by asking about it (`no_topics_created_by_metadata`);
+- the worker's member id in the group (`group_member_id`), so that a restart
+  can remove the killed process's member at once.
 """
 
 from __future__ import annotations
@@ -127,3 +129,17 @@ def no_topics_created_by_metadata() -> None:
     `AIOKafkaClient._metadata_update`), so one assignment covers every client,
     including Faust's. Idempotent."""
     aiokafka.client.MetadataRequest = _MetadataRequestNoCreation
+
+
+def group_member_id(consumer: Any) -> str | None:
+    """The member id the group coordinator gave Faust's consumer (None before it joined).
+    A worker keeps it in its data directory: restarted there, it asks the coordinator
+    to remove that member (stream/membership.py) instead of waiting out its session."""
+    # faust/transport/drivers/aiokafka.py: Consumer._thread (AIOKafkaConsumerThread) and its
+    # aiokafka consumer's _coordinator (aiokafka/consumer/group_coordinator.py), whose
+    # member_id Faust itself reads (_on_span_generation_known).
+    member = consumer._thread._consumer
+    if member is None or member._coordinator is None:
+        return None
+    member_id = member._coordinator.member_id
+    return member_id or None
