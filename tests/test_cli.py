@@ -33,7 +33,7 @@ def test_worker_batch_max_comes_from_the_flag_or_the_environment_and_must_be_pos
 
 
 @pytest.mark.parametrize("flag, variable, field, default", [
-    ("--session-timeout", "RATINGS_SESSION_TIMEOUT", "session_timeout", 10.0),
+    ("--session-timeout", "RATINGS_SESSION_TIMEOUT", "session_timeout", 6.0),
     ("--heartbeat-interval", "RATINGS_HEARTBEAT_INTERVAL", "heartbeat_interval", 1.0),
     ("--stop-timeout", "RATINGS_STOP_TIMEOUT", "stop_timeout", 30.0),
     ("--fetch-wait", "RATINGS_FETCH_WAIT", "fetch_wait", 0.02),
