@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -188,3 +189,19 @@ class WorkerProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def exit_unless_done(seconds: float, message: str) -> None:
+    """Exit this process (status 1, `message` logged with the seconds) in `seconds`,
+    whatever it is doing: for a stop that can hang (a worker's, with the broker gone,
+    waits for it without end)."""
+    import logging
+
+    def exit_now() -> None:
+        logging.getLogger(__name__).error(message, seconds)
+        logging.shutdown()
+        os._exit(1)
+
+    timer = threading.Timer(seconds, exit_now)
+    timer.daemon = True
+    timer.start()

@@ -15,9 +15,7 @@ import asyncio
 import ctypes
 import gc
 import logging
-import os
 import signal
-import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -25,6 +23,7 @@ import faust
 from faust.types import TP
 
 from ..client import bootstrap_servers
+from ..processes import exit_unless_done
 from ..events import MAX_EVENT_BYTES
 from ..leagues import LeagueConfig
 from ..settings import Settings
@@ -110,6 +109,7 @@ class WorkerApp:
         self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic)
         self.broker_watch = BrokerWatch(self.kafka_options())
         self.broker_watch.repeats.install()
+        self.broker_watch.on_back = self._broker_back
         observe.BROKER_CONNECTED.set(1)
         self.reads = Reads(self.store, settings.partitions, self.config)
         self.worker.committer.on_take_up = self.reads.taken_up
@@ -181,6 +181,7 @@ class WorkerApp:
 
     def _after_start(self) -> None:
         kafka_io.keep_input_from_faust(self.app.consumer, self.settings.input_topics)
+        self.broker_watch.repeats.install()  # again: loggers made since
         if self.previous_member is not None:  # logged now: Faust has set logging up
             log.info("removed this data directory's previous member %s from the group %s", self.previous_member,
                      self.settings.app_id)
@@ -215,11 +216,26 @@ class WorkerApp:
         observe.PLAYERS.clear()
 
     async def _on_assigned(self, app: Any, assigned: set[TP], **_: Any) -> None:
+        observe.ASSIGNED_PARTITIONS.set(sum(tp.topic == self.settings.match_topic for tp in assigned))
+        try:
+            membership.remember(self.data_dir, kafka_io.group_member_id(self.app.consumer))
+        except Exception as exc:  # only a restart's speed depends on it
+            log.warning("keeping the group member id failed: %s", exc)
+        await self._take_up_assigned()
+
+    async def _broker_back(self) -> None:
+        """It may have forgotten its topics: taking the partitions up again checks both logs."""
+        try:
+            if self.worker.resumed:
+                log.warning("the broker is back: taking the partitions up again, which checks what it holds")
+                await self._take_up_assigned()
+        except Exception:
+            log.exception("taking the partitions up again after the broker came back failed")
+
+    async def _take_up_assigned(self) -> None:
         await self._stop_resuming()
         await self.standby.stop()
         await self.worker.pause()
-        observe.ASSIGNED_PARTITIONS.set(sum(tp.topic == self.settings.match_topic for tp in assigned))
-        membership.remember(self.data_dir, kafka_io.group_member_id(self.app.consumer))
         # Every input partition owned now (the assignor has the whole assignment).
         # Taking them up reads their changelogs, which can take seconds: not inside
         # Faust's callback. Input resumes only if no pause (a newer rebalance) comes first.
@@ -248,7 +264,7 @@ class WorkerApp:
     async def _stop_input(self) -> None:
         observe.set_state("stopping")
         if self.exit_after is not None:
-            _exit_if_stop_hangs(self.exit_after)
+            exit_unless_done(self.exit_after, "stopping did not finish in %.0f s (is the broker unreachable?): exiting")
         await self._stop_resuming()
         await self.standby.stop()
         await self.worker.stop()
@@ -382,16 +398,3 @@ def run_worker(settings: Settings, loglevel: str = "info") -> int:
         return exc.code if isinstance(exc.code, int) else 0
     return 0
 
-
-def _exit_if_stop_hangs(seconds: float) -> None:
-    """Exit the process if stopping takes longer than `seconds`: with the broker
-    gone, Faust's consumer waits for it without end. Nothing is lost by exiting:
-    the local state is at its last checkpoint at every moment (stream/store.py)."""
-    def exit_now() -> None:
-        log.error("stopping did not finish in %.0f s (is the broker unreachable?): exiting now", seconds)
-        logging.shutdown()
-        os._exit(1)
-
-    timer = threading.Timer(seconds, exit_now)
-    timer.daemon = True
-    timer.start()

@@ -22,8 +22,10 @@ Read in log order from a consistent point, the committed state follows one rule:
   their keys keep the value before;
 - any other fence or checkpoint is dropped (a replaced worker's, or a rival
   take-up that came second);
-- a start of an epoch above E is accepted as a fence that also voids everything
-  before it: the state read so far (and a reader's local store) is wiped.
+- a start of an epoch above E waits for its epoch's checkpoint: then that
+  checkpoint is accepted and everything before the start is void (the state
+  read so far, and a reader's local store, is wiped). A fence or a checkpoint
+  of a higher epoch that comes first abandons it: its rows are dropped.
 
 A worker takes a partition up by writing a fence and reading the log up to it:
 if the rule accepts its fence it owns the partition, with the state read. Each
@@ -47,6 +49,7 @@ START = 0x53  # b"S"
 _ROW_HEAD = struct.Struct(">QQI")  # epoch, batch, length of the new value
 _MARK_HEAD = struct.Struct(">QQ")  # epoch, batch
 EPOCH_KEY = b"\x00epoch"  # + the epoch: row keys never start with a zero byte
+START_KEY = b"\x00start"  # + the epoch: not a checkpoint's key, so that compaction keeps every start
 
 
 class StartedOver(Exception):
@@ -136,7 +139,7 @@ def fence_record(epoch: int) -> tuple[bytes, bytes]:
 
 
 def start_record(epoch: int) -> tuple[bytes, bytes]:
-    return epoch_key(epoch), b"S" + _MARK_HEAD.pack(epoch, 0)
+    return START_KEY + epoch.to_bytes(8, "big"), b"S" + _MARK_HEAD.pack(epoch, 0)
 
 
 def mark_of(value: bytes) -> tuple[int, int, int]:
@@ -158,18 +161,21 @@ def is_mark(value: bytes) -> bool:
 class ChangelogReader:
     """The committed state of one partition, read from its changelog in log order.
 
-    Starts from a checkpoint (what a local store holds, or nothing) or at an
-    offset of the log (`start`: read from there as from nothing); `feed` each
-    record from `position` on; `take` hands over the rows committed since the
-    last take together with the checkpoint they make up, ready to be stored in
-    one write, and whether the store must be wiped first (a start was read)."""
+    Starts from a checkpoint (what a local store holds, or nothing), reading the
+    log from the record after it, or from `start` (a log that started over: read
+    from there, the checkpoint's state stands until a start record completes);
+    `feed` each record from `position` on; `take` hands over the rows committed
+    since the last take together with the checkpoint they make up, ready to be
+    stored in one write, and whether the store must be wiped first (a start
+    completed)."""
 
     def __init__(self, checkpoint: Checkpoint | None = None, start: int | None = None):
         self.checkpoint = checkpoint or Checkpoint()
         self.position = self.checkpoint.changelog + 1 if start is None else start  # the next offset to feed
         self.waiting: list[tuple[int, int, bytes, bytes]] = []  # rows not yet checkpointed: (epoch, batch, key, record)
         self.rows: dict[bytes, bytes | None] = {}  # committed since the last take (None: no value)
-        self.wipe = start is not None  # the state before this read is void (until the next take)
+        self.start: int | None = None  # the epoch of a start read, until its checkpoint
+        self.wipe = False  # a start completed since the last take: the state before it is void
         self.fenced = 0  # rows and marks of replaced workers dropped
         self.accepted = 0  # fences and checkpoints accepted
 
@@ -189,21 +195,34 @@ class ChangelogReader:
             if epoch <= current.epoch:
                 self.fenced += 1
                 return
+            self._abandon_start(epoch)
             self._accept(offset, epoch, current.batch, current.offsets, current.fingerprints, ours=0)
         elif kind == CHECKPOINT:
             if epoch < current.epoch or (epoch == current.epoch and batch <= current.batch):
                 self.fenced += 1
                 return
+            if epoch == self.start:  # a start completed: its rows are the whole state
+                self.rows, self.wipe, self.start = {}, True, None
+                self.waiting = [row for row in self.waiting if row[0] >= epoch]
+            else:
+                self._abandon_start(epoch)
             self._accept(offset, epoch, batch, *_checkpoint_payload(value[1 + _MARK_HEAD.size:]), ours=batch)
         elif kind == START:
-            if epoch <= current.epoch:
+            if epoch <= max(current.epoch, self.start or 0):
                 self.fenced += 1
                 return
-            self.waiting, self.rows, self.wipe = [], {}, True
-            self.checkpoint = Checkpoint(epoch, 0, {}, offset)
-            self.accepted += 1
+            self._abandon_start(epoch)
+            self.start = epoch
         else:
             raise ValueError(f"changelog record at offset {offset}: unknown kind {value[:1]!r}")
+
+    def _abandon_start(self, epoch: int) -> None:
+        """A mark of `epoch` came before the pending start's checkpoint: if it is above the
+        start's epoch, that start never completes, and its rows are dropped (their value
+        before is none: they must not delete what the state before the start holds)."""
+        if self.start is not None and epoch > self.start:
+            start, self.start = self.start, None
+            self.waiting = [row for row in self.waiting if row[0] != start]
 
     def _accept(self, offset: int, epoch: int, batch: int, offsets: dict[str, int], fingerprints: dict[str, int],
                 ours: int) -> None:

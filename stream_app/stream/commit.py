@@ -160,13 +160,14 @@ class Committer:
                     starts[epoch] = offset
                 elif value[0] == CHECKPOINT and epoch in starts:
                     start_at = starts[epoch]
-        self._note_started_over(partition, local, end, "restored from a newer start" if start_at is not None else
-                                "local state written back")
         if start_at is not None:
             log.warning("changelog partition %d started over and holds a newer owner's state from offset %d: "
                         "the local state (epoch %d) is replaced by it", partition, start_at, local.epoch)
-            return ChangelogReader(start=start_at)
-        return await self._write_back(partition, local, newest + 1)
+            self._note_started_over(partition, local, end, "restored from a newer start")
+            return ChangelogReader(local, start=start_at)  # the local state stands until that start completes
+        reader = await self._write_back(partition, local, newest + 1)
+        self._note_started_over(partition, local, end, "local state written back")
+        return reader
 
     async def _write_back(self, partition: int, local: Checkpoint, epoch: int) -> ChangelogReader:
         """A start of `epoch`, then every local row as one batch and its checkpoint:

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.metadata import MetadataRequest
@@ -70,6 +70,8 @@ class BrokerWatch:
         self.repeats = RepeatFilter()
         self._summary_at = time.monotonic()
         self._client: AIOKafkaClient | None = None
+        self.on_back: Callable[[], Awaitable[None]] | None = None  # run when the broker answers again
+        self._back: asyncio.Future | None = None
 
     async def check(self) -> bool:
         """Ask the broker for its metadata (no topics); record and log a change."""
@@ -88,6 +90,8 @@ class BrokerWatch:
                 log.warning("the broker answers again (the Kafka clients' repeated messages meanwhile: %d)",
                             self.repeats.take_dropped())
                 self._summary_at = time.monotonic()
+                if self.on_back is not None:  # not awaited: the checks go on meanwhile
+                    self._back = asyncio.ensure_future(self.on_back())
             else:
                 log.warning("the broker does not answer (%s): local state is still served; input waits", reason)
         self._summarise()

@@ -112,6 +112,16 @@ class Intake:
         except asyncio.TimeoutError:
             return False
 
+    @asynccontextmanager
+    async def busy(self) -> AsyncIterator[None]:
+        """Work a pause waits for as for a batch (or cancels with it): taking the
+        partitions up again after a failed batch."""
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._idle.set()
+
     async def close(self) -> None:
         self._running.clear()
         self._generation += 1

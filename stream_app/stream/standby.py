@@ -73,13 +73,16 @@ class Standby:
 
     async def _follow(self, partitions: list[int]) -> None:
         changelog = KafkaChangelog(self.options)
+        readers = {}
         for p in partitions:
             checkpoint = self.store.checkpoint(p)
+            start = None
             if checkpoint.changelog >= 0 and not await holds(changelog, self.topic, p, checkpoint):
+                # Kept until the owner's write-back completes: the owner may be gone too.
                 log.warning("standby partition %d: the changelog no longer holds offset %d: following it again "
                             "from its beginning", p, checkpoint.changelog)
-                self.store.wipe(p)
-        readers = {p: ChangelogReader(self.store.checkpoint(p)) for p in partitions}
+                start = 0
+            readers[p] = ChangelogReader(checkpoint, start=start)
         stored = {p: reader.checkpoint.changelog for p, reader in readers.items()}
         flushed = {p: time.monotonic() for p in partitions}
 

@@ -308,6 +308,14 @@ class PartitionState:
         self.last_input.pop(topic, None)
         self.input_restarted = True
 
+    def skip_input(self, topic: str, offset: int) -> None:
+        """Input of the topic up to `offset` is gone (retention): resume after it."""
+        offsets = {**self.checkpoint.offsets, topic: offset}
+        fingerprints = {name: value for name, value in self.checkpoint.fingerprints.items() if name != topic}
+        self.checkpoint = Checkpoint(self.checkpoint.epoch, self.checkpoint.batch, offsets, self.checkpoint.changelog,
+                                     fingerprints)
+        self.input_restarted = True
+
     @property
     def dirty(self) -> bool:
         return bool(self.overlay or self.offsets or self.repair or self.input_restarted)

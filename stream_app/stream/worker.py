@@ -96,10 +96,11 @@ class Worker:
         while await self.intake.wait(delay, generation):
             owned = self.intake.owned_partitions
             try:
-                if self.ensure_topics is not None:
-                    await self.ensure_topics()
-                await self.take_up({partition for _, partition in owned})
-                await self.intake.rewind(self.positions(owned), generation)
+                async with self.intake.busy():  # a pause (a rebalance) waits for it, as for a batch
+                    if self.ensure_topics is not None:
+                        await self.ensure_topics()
+                    await self.take_up({partition for _, partition in owned})
+                    await self.intake.rewind(self.positions(owned), generation)
                 self.trouble = None
                 return
             except Exception as exc:
@@ -227,6 +228,12 @@ class Worker:
         for (topic, partition), offset in sorted(wanted.items()):
             record = found[(topic, partition)]
             expected = checkpoint.fingerprints.get(topic)
+            if record is not None and record.offset > offset + 1:  # retention removed records never applied
+                log.warning("input %s[%d]: records %d to %d were removed (retention) before they were applied: "
+                            "input resumes at %d", topic, partition, offset + 1, record.offset - 1, record.offset)
+                self._note_started_over(topic, partition, offset, "records removed before they were applied")
+                state.skip_input(topic, record.offset - 1)
+                continue
             if record is not None and (record.offset != offset or expected is None
                                        or input_fingerprint(record.timestamp, record.key, record.value) == expected):
                 continue
@@ -234,11 +241,14 @@ class Worker:
             log.warning("input %s[%d] started over: the checkpoint applied up to offset %d, but %s; reading it "
                         "again from its beginning (results already applied become duplicate_match dead letters)",
                         topic, partition, offset, why)
-            observe.STARTED_OVER.labels("input", str(partition)).inc()
-            self.started_over.append({"log": "input", "topic": topic, "partition": partition, "at": time.time(),
-                                      "checkpoint_offset": offset, "reason": why})
-            del self.started_over[:-64]
+            self._note_started_over(topic, partition, offset, why)
             state.restart_input(topic)
+
+    def _note_started_over(self, topic: str, partition: int, offset: int, reason: str) -> None:
+        observe.STARTED_OVER.labels("input", str(partition)).inc()
+        self.started_over.append({"log": "input", "topic": topic, "partition": partition, "at": time.time(),
+                                  "checkpoint_offset": offset, "reason": reason})
+        del self.started_over[:-64]
 
     async def _with_skipped(self, state: PartitionState, record: Any, expected: int) -> list[Any]:
         """The record, preceded by the records of its partition that input skipped: it

@@ -154,3 +154,30 @@ def test_an_input_fingerprint_tells_a_record_sent_again_or_another_from_the_one_
     assert applied != input_fingerprint(1_700_000_000_000, b"chess", b'{"match_id": "m2"}')
     assert input_fingerprint(1, b"ab", b"c") != input_fingerprint(1, b"a", b"bc")  # the key's end is marked
     assert input_fingerprint(None, None, None) == input_fingerprint(0, b"", b"")
+
+
+def test_a_start_that_never_completes_leaves_the_state_before_it():
+    """A write-back cut short (its worker died before the checkpoint) wipes nothing;
+    when a later mark abandons it, its rows are dropped rather than reverted (their
+    value before is none: reverting would delete the keys)."""
+    before = [fence_record(1), row_record(1, 1, b"pa", j(1), None), checkpoint_record(1, 1, {TOPIC: 0})]
+    cut = [start_record(4), row_record(4, 1, b"pa", j(9), None), row_record(4, 1, b"pz", j(9), None)]
+    rows, checkpoint, _ = read(before + cut)
+    assert rows == {b"pa": 1} and checkpoint.epoch == 1
+    reader = ChangelogReader()
+    for offset, (key, value) in enumerate(before + cut + [fence_record(5)]):
+        reader.feed(offset, key, value)
+    rows, checkpoint, wipe = reader.take()
+    assert not wipe and {k: orjson.loads(v) for k, v in rows.items()} == {b"pa": 1} and checkpoint.epoch == 5
+    # Written back again under a higher epoch, complete this time.
+    again = [start_record(6), row_record(6, 1, b"pb", j(2), None), checkpoint_record(6, 1, {TOPIC: 3})]
+    rows, checkpoint, _ = read(before + cut + again)
+    assert rows == {b"pb": 2} and (checkpoint.epoch, checkpoint.batch) == (6, 1)
+
+
+def test_compaction_keeps_every_start():
+    assert start_record(3)[0] not in (epoch_key(3), start_record(4)[0], fence_record(3)[0])
+    compacted = [row_record(1, 1, b"pa", j(1), None), checkpoint_record(1, 1, {TOPIC: 5}),
+                 start_record(2), row_record(2, 1, b"pb", j(2), None), checkpoint_record(2, 1, {TOPIC: 0})]
+    rows, checkpoint, _ = read(compacted)
+    assert rows == {b"pb": 2} and checkpoint.epoch == 2
