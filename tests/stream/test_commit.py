@@ -537,3 +537,22 @@ async def test_a_stale_local_state_gives_way_to_a_newer_owners_write_back(tmp_pa
     ledger, _ = expected({partition: records})
     assert_committed_state_is(local(a_store), ledger)
     assert_committed_state_is(logged(broker), ledger)
+
+
+async def test_input_removed_by_retention_before_it_was_applied_is_skipped_and_said(tmp_path):
+    log = input_log(6)
+    broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
+    partition = league_partition("chess", PARTITIONS)
+    store = LocalStore(tmp_path / "a")
+    worker = new_worker(store, broker)
+    await worker.apply_batch(log[partition][:10])
+    broker.input_start[(TOPIC, partition)] = 25  # records 10 to 24 expired unread
+    worker.abandon()
+    await worker.take_up([partition])
+    assert worker.positions([(TOPIC, partition)]) == {(TOPIC, partition): 25}
+    assert [(f["partition"], f["reason"]) for f in worker.started_over] == [
+        (partition, "records removed before they were applied")]
+    await worker.apply_batch(log[partition][25:])
+    ledger, _ = expected({partition: log[partition][:10] + log[partition][25:]})
+    assert_committed_state_is(local(store), ledger)

@@ -36,6 +36,7 @@ class MemoryBroker:
         self.crash_reading_at: int | None = None  # read() raises Crash after delivering this many chunks in all
         self.chunks_read = 0
         self.inputs: dict[tuple[str, int], list[InputRecord]] = {}  # input topics' records (add_input)
+        self.input_start: dict[tuple[str, int], int] = {}  # the first input offset retention kept
 
     async def partitions(self, topic: str) -> int:
         return self.partition_count
@@ -80,6 +81,7 @@ class MemoryBroker:
         for (topic, partition), offset in wanted.items():
             inputs = self.inputs.get((topic, partition))
             if inputs is not None:
+                offset = max(offset, self.input_start.get((topic, partition), 0))
                 found[(topic, partition)] = inputs[offset] if offset < len(inputs) else None
                 continue
             log = self.logs[(topic, partition)]
