@@ -210,6 +210,8 @@ class Worker:
             self.phase = f"taking up partition {partition}"
             state = await self.committer.take_up(partition)
             await self._check_input(state)
+            if state.dirty:  # input started over: said in a checkpoint now, not at its next batch
+                await self.committer.commit([state], [])
             self.partitions[partition] = state
             self.handler.take_up(state)
         return state
