@@ -5,6 +5,7 @@ process (used by `ratings demo`, the tests and the benchmarks)."""
 from __future__ import annotations
 
 import ctypes
+import logging
 import json
 import os
 import signal
@@ -195,8 +196,6 @@ def exit_unless_done(seconds: float, message: str) -> None:
     """Exit this process (status 1, `message` logged with the seconds) in `seconds`,
     whatever it is doing: for a stop that can hang (a worker's, with the broker gone,
     waits for it without end)."""
-    import logging
-
     def exit_now() -> None:
         logging.getLogger(__name__).error(message, seconds)
         logging.shutdown()

@@ -106,7 +106,7 @@ class Committer:
         started = time.perf_counter()
         local = self.store.checkpoint(partition)
         reader = ChangelogReader(local)
-        if local.changelog >= 0 and not await self._holds(partition, local):
+        if local.changelog >= 0 and not await holds(self.changelog, self.topic, partition, local):
             reader = await self._start_over(partition, local)
         first = reader.position
         epoch = reader.checkpoint.epoch + 1
@@ -139,9 +139,6 @@ class Committer:
         observe.FENCED_RECORDS.inc(reader.fenced)
         self.fenced += reader.fenced
         reader.fenced = 0
-
-    async def _holds(self, partition: int, checkpoint: Checkpoint) -> bool:
-        return await holds(self.changelog, self.topic, partition, checkpoint)
 
     async def _start_over(self, partition: int, local: Checkpoint) -> ChangelogReader:
         """The changelog no longer holds the local checkpoint. If a newer owner wrote a

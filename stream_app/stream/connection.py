@@ -2,8 +2,8 @@
 connection is lost and one when it is back, instead of the Kafka clients' line per
 attempt (about 30 a second from aiokafka while the broker is down).
 
-`BrokerWatch.check` runs on a timer: one metadata request for no topic, with a
-short timeout. `RepeatFilter` sits on the Kafka clients' loggers: each of their
+`BrokerWatch.check` runs every second (a task of the worker's app): one metadata
+request for no topic, with a short timeout. `RepeatFilter` sits on the Kafka clients' loggers: each of their
 warnings and errors is logged the first time in a minute, the repeats are counted,
 and the watch logs how many were left out at most once a minute.
 """
@@ -71,7 +71,7 @@ class BrokerWatch:
         self._summary_at = time.monotonic()
         self._client: AIOKafkaClient | None = None
         self.on_back: Callable[[], Awaitable[None]] | None = None  # run when the broker answers again
-        self._back: asyncio.Future | None = None
+        self._back: asyncio.Future | None = None  # the on_back run in progress (a reference keeps it alive)
 
     async def check(self) -> bool:
         """Ask the broker for its metadata (no topics); record and log a change."""

@@ -8,8 +8,8 @@ their standbys. The follower reads those changelog partitions as they grow,
 through the same rule as a take-up (stream/changelog.py), and stores what it
 commits with its checkpoint, so the local store of a standby partition is a
 consistent cut at every moment, as an owned one is. A changelog that no longer
-holds a standby partition's checkpoint started over: the partition is wiped and
-followed from the beginning (its owner writes its state back there).
+holds a standby partition's checkpoint started over: the partition is followed
+from the beginning, its copy kept until the owner's write-back there completes.
 """
 
 from __future__ import annotations

@@ -297,23 +297,18 @@ class PartitionState:
         apart from one that merely grew."""
         self.last_input[record.topic] = record
 
-    def restart_input(self, topic: str) -> None:
-        """The topic started over: nothing of it counts as applied any more, and input
-        resumes at its beginning (a result already applied is then a duplicate)."""
+    def restart_input(self, topic: str, at: int | None = None) -> None:
+        """The topic's input resumes at offset `at`, or at its beginning (None: it started
+        over, nothing of it counts as applied; a result already applied is then a
+        duplicate). The next checkpoint says so."""
         offsets = {name: offset for name, offset in self.checkpoint.offsets.items() if name != topic}
+        if at is not None:
+            offsets[topic] = at - 1
         fingerprints = {name: value for name, value in self.checkpoint.fingerprints.items() if name != topic}
         self.checkpoint = Checkpoint(self.checkpoint.epoch, self.checkpoint.batch, offsets, self.checkpoint.changelog,
                                      fingerprints)
         self.offsets.pop(topic, None)
         self.last_input.pop(topic, None)
-        self.input_restarted = True
-
-    def skip_input(self, topic: str, offset: int) -> None:
-        """Input of the topic up to `offset` is gone (retention): resume after it."""
-        offsets = {**self.checkpoint.offsets, topic: offset}
-        fingerprints = {name: value for name, value in self.checkpoint.fingerprints.items() if name != topic}
-        self.checkpoint = Checkpoint(self.checkpoint.epoch, self.checkpoint.batch, offsets, self.checkpoint.changelog,
-                                     fingerprints)
         self.input_restarted = True
 
     @property

@@ -97,8 +97,6 @@ class Worker:
             owned = self.intake.owned_partitions
             try:
                 async with self.intake.busy():  # a pause (a rebalance) waits for it, as for a batch
-                    if self.ensure_topics is not None:
-                        await self.ensure_topics()
                     await self.take_up({partition for _, partition in owned})
                     await self.intake.rewind(self.positions(owned), generation)
                 self.trouble = None
@@ -197,9 +195,12 @@ class Worker:
             self.rerates.progress(state, outcome, started, continued=True)
 
     async def take_up(self, partitions: set[int] | list[int]) -> None:
-        """Take these partitions up now (those not taken up yet), concurrently."""
+        """Take these partitions up now (those not taken up yet), concurrently, once the
+        service's topics exist."""
         self.phase = f"taking up {len(partitions)} partitions"
         started = time.perf_counter()
+        if self.ensure_topics is not None:
+            await self.ensure_topics()
         await asyncio.gather(*(self._take_up(partition) for partition in sorted(partitions)))
         self.take_up_seconds = time.perf_counter() - started
         self.phase = "waiting for a batch"
@@ -234,7 +235,7 @@ class Worker:
                 log.warning("input %s[%d]: records %d to %d were removed (retention) before they were applied: "
                             "input resumes at %d", topic, partition, offset + 1, record.offset - 1, record.offset)
                 self._note_started_over(topic, partition, offset, "records removed before they were applied")
-                state.skip_input(topic, record.offset - 1)
+                state.restart_input(topic, at=record.offset)
                 continue
             if record is not None and (record.offset != offset or expected is None
                                        or input_fingerprint(record.timestamp, record.key, record.value) == expected):
@@ -285,8 +286,6 @@ class Worker:
         """Take these partitions up, then input from them after their checkpoints
         (unless the assignment of `generation` is already over)."""
         self.pausing = False
-        if self.ensure_topics is not None:
-            await self.ensure_topics()
         await self.take_up({partition for _, partition in owned})
         if not await self.intake.resume(self.positions(owned), generation):
             return False

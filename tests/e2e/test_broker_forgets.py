@@ -9,19 +9,27 @@ from __future__ import annotations
 import asyncio
 import time
 
-import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_app.broker import EmbeddedBroker
 from stream_app.leagues import LeagueConfig
+from stream_app.offline.replay import Ledger
 from tests.support.kafka import ensure_topics, keyed, publish, topic_args
-from tests.support.leagues import (CONFIG, assert_same_history, assert_same_state, league_events, league_matches,
-                                   match_counts, replay_with_event_ids)
+from tests.support.leagues import (CONFIG, assert_same_history, assert_same_state, config_file, league_events,
+                                   league_matches, match_counts, replay_with_event_ids)
 from tests.support.names import unique_name
 from tests.support.workers import FAST_GROUP, WorkerProcess, assigned, wait_for
 
 OUTAGE_SECONDS = 60
 RESENT = 15  # results applied before the broker forgot them, sent again after
+
+
+def _halves(seed: int) -> tuple[list[dict], list[dict], Ledger, Ledger]:
+    """The leagues' events in two halves, the replay of all of them and of the first half."""
+    config = LeagueConfig.from_toml(CONFIG)
+    events = league_events(seed=seed)
+    first, rest = events[: len(events) // 2], events[len(events) // 2:]
+    return first, rest, replay_with_event_ids(events, config)[0], replay_with_event_ids(first, config)[0]
 
 
 def _log_lines(worker: WorkerProcess) -> int:
@@ -33,13 +41,8 @@ def _applied_all(worker: WorkerProcess, counts: dict[str, int]) -> bool:
 
 
 def test_a_broker_gone_for_a_minute_and_back_empty_loses_nothing(tmp_path):
-    config_path = tmp_path / "leagues.toml"
-    config_path.write_text(CONFIG)
-    config = LeagueConfig.from_toml(CONFIG)
-    events = league_events(seed=30)
-    first, rest = events[: len(events) // 2], events[len(events) // 2:]
-    ledger, _ = replay_with_event_ids(events, config)
-    ledger_first, _ = replay_with_event_ids(first, config)
+    config_path = config_file(tmp_path)
+    first, rest, ledger, ledger_first = _halves(seed=30)
     prefix = unique_name("forgets")
     broker = EmbeddedBroker().start()
     port = broker.port
@@ -97,13 +100,8 @@ def test_a_broker_gone_for_a_minute_and_back_empty_loses_nothing(tmp_path):
 
 
 def test_an_input_topic_deleted_and_created_again_is_read_from_its_new_beginning(broker, tmp_path):
-    config_path = tmp_path / "leagues.toml"
-    config_path.write_text(CONFIG)
-    config = LeagueConfig.from_toml(CONFIG)
-    events = league_events(seed=31)
-    first, rest = events[: len(events) // 2], events[len(events) // 2:]
-    ledger, _ = replay_with_event_ids(events, config)
-    ledger_first, _ = replay_with_event_ids(first, config)
+    config_path = config_file(tmp_path)
+    first, rest, ledger, ledger_first = _halves(seed=31)
     prefix = unique_name("recreated")
     asyncio.run(ensure_topics(broker.url, prefix))
     worker = WorkerProcess(broker.url, topic_args(prefix), prefix, tmp_path / "w", config_path, name="w",

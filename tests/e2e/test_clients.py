@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from stream_app.leagues import LeagueConfig
 from tests.support.kafka import ensure_topics, topic_args
-from tests.support.leagues import (CONFIG, assert_same_state, league_events, league_matches, match_counts,
+from tests.support.leagues import (CONFIG, assert_same_state, config_file, league_events, league_matches, match_counts,
                                    replay_with_event_ids)
 from tests.support.names import unique_name
 from tests.support.workers import FAST_GROUP, WorkerProcess, assigned, wait_for
@@ -23,8 +23,7 @@ KEYED = ("chess", "karting", "arena")  # the others (go, team, relay) are sent w
 
 
 def test_confluent_kafka_publishes_keyed_and_unkeyed_results_and_reads_every_change(broker, tmp_path):
-    config_path = tmp_path / "leagues.toml"
-    config_path.write_text(CONFIG)
+    config_path = config_file(tmp_path)
     config = LeagueConfig.from_toml(CONFIG)
     events = league_events(seed=32)
     ledger, ids = replay_with_event_ids(events, config)

@@ -4,6 +4,7 @@ and the check that a worker serves exactly the replay's state."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import orjson
 
@@ -34,6 +35,13 @@ model = "bradley-terry-full"
 [leagues."relay*"]
 algorithm = "elo-mmx"
 """
+
+
+def config_file(directory: Path) -> Path:
+    """CONFIG as a worker's league configuration file in `directory`."""
+    path = directory / "leagues.toml"
+    path.write_text(CONFIG)
+    return path
 
 
 def interleave(leagues: list[list[dict]], rng: random.Random) -> list[dict]:
