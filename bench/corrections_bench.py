@@ -36,7 +36,7 @@ from stream_app.events import parse_input
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.ledger import Ledger
 from stream_app.offline.sample import two_player_league
-from stream_app.rating import apply
+from stream_app.apply import apply
 from stream_app.rerate import Rerated
 
 from .streamtools import ROOT, Collector, Topics, Worker, command_main, create_topics, keyed, log, publish

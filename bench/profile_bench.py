@@ -39,7 +39,7 @@ import orjson
 from stream_app.events import parse_input
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.sample import two_player_league
-from stream_app.rating import apply
+from stream_app.apply import apply
 from stream_app.stream import observe
 from stream_app.stream.app import GC_THRESHOLDS
 from stream_app.stream.changelog import Checkpoint

@@ -1,6 +1,7 @@
-"""Apply one input to its league: a match result, or a command that voids or
-corrects one. The one path, used by `ratings replay` and by the stream worker
-alike, which is why the two agree bit for bit.
+"""Rating a match as an entry of its league's log, and the records that takes
+(`LeagueState`, the storage port). apply.py decides where an input goes;
+`apply_at` is the one step that rates a match, for a result at the end of the
+log and for each entry a re-rate applies again (rerate.py).
 
 Each league keeps its log: the results it counts, in order, each under an
 order key (its place in time, then its arrival). A result goes at the end of
@@ -23,14 +24,11 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AbstractSet as Set, Any, Protocol, Sequence
+from typing import AbstractSet as Set, Any, Protocol, Sequence
 
-from .engine import InvalidMatch, Match, Participant, PlayerState, RatingChange, RatingSystem
-from .events import BadEvent, Correction, Void, format_time
-from .leagues import IN_ORDER, LeagueConfig, LeagueRule
-
-if TYPE_CHECKING:
-    from .rerate import Rerated, WorkingRecords
+from .engine import Match, Participant, PlayerState, RatingChange, RatingSystem
+from .events import BadEvent, format_time
+from .leagues import LeagueRule
 
 
 @dataclass(slots=True)
@@ -47,6 +45,23 @@ class PlayerRecord:
 # A snapshot row of a player who had no state at that boundary (a newcomer after it).
 ABSENT = 0
 VOIDED = {"voided": True}  # the place of a voided match: its match_id stays used
+
+
+class WorkingRecords(Protocol):
+    """The records a re-rate rebuilds, by player (LeagueState.working): a re-rate's, rerate.py."""
+
+    def get(self, name: str) -> PlayerRecord | None: ...
+
+    def set(self, name: str, record: PlayerRecord | None) -> None: ...
+
+    def flush(self) -> None:
+        """Keep what was set (the end of a part)."""
+
+    def names(self) -> list[str]:
+        """Every player of the re-rate."""
+
+    def forget(self, names: list[str]) -> None:
+        """The re-rate is over: forget them (`names`: what `names` gave)."""
 
 
 class LeagueState(Protocol):
@@ -108,7 +123,7 @@ class LeagueState(Protocol):
     def forget_history(self, league: str, player: str, first: int, last: int) -> None:
         """Delete the player's history entries first..last (seq)."""
 
-    def working(self, league: str, system: RatingSystem) -> "WorkingRecords":
+    def working(self, league: str, system: RatingSystem) -> WorkingRecords:
         """The records the league's re-rate rebuilds (rerate.WorkingRecords)."""
 
     def job(self, league: str) -> dict[str, Any]:
@@ -200,54 +215,7 @@ def match_from_log(league: str, entry: list[Any]) -> Match:
     return Match(league, match_id, tuple(Participant(*person) for person in people), time)
 
 
-# -- applying --------------------------------------------------------------------------------
-def apply(config: LeagueConfig, state: LeagueState, item: Match | Void | Correction,
-          budget: int | None = None) -> "Applied | Rerated | None":
-    """Apply a match result or a command (what an input record holds). A re-rate
-    with a `budget` (participant results per part) may stop after its first part:
-    None comes back, and rerate.proceed goes on."""
-    if isinstance(item, Match):
-        return apply_match(config, state, item, budget)
-    if isinstance(item, Void):
-        return void_match(config, state, item, budget)
-    return correct_match(config, state, item, budget)
-
-
-def apply_match(config: LeagueConfig, state: LeagueState, match: Match,
-                budget: int | None = None) -> "Applied | Rerated | None":
-    """Rate the match with its league's system and save the result in `state`.
-
-    Raises DuplicateMatch, or BadEvent (reason `system_rule`) when the league's
-    system cannot rate the match or the league is rated with another one. Nothing
-    is saved unless the whole match is rated. A late result in a league that keeps
-    its results in time order re-rates the league (a Rerated comes back).
-    """
-    league = match.league
-    rule, record = _league(config, state, league, match.match_id)
-    if state.placed(league, match.match_id) is not None:
-        raise DuplicateMatch(match)
-    _check(rule.system, match)
-    arrival = record.get("received", record["matches"])
-    order_time = record.get("order_time")
-    time = match.time
-    if time is None:
-        place_time = order_time  # after every result received before it
-    elif order_time is None or time >= order_time:
-        place_time = order_time = time
-    elif rule.options.late_results == IN_ORDER:
-        place_time = time
-    else:
-        place_time = order_time
-    received = {"received": arrival + 1} if order_time is None else {"received": arrival + 1, "order_time": order_time}
-    key = order_key(place_time, arrival)
-    if place_time is not None and order_time is not None and place_time < order_time:
-        from .rerate import Edit, rerate
-
-        state.put_placed(league, match.match_id, {"key": key.hex()})
-        return rerate(config, state, league, {**record, **received}, Edit(added=(key, match)), match.match_id, budget)
-    return apply_at(rule, state, record, match, key, new=True, received=received)
-
-
+# -- rating a match as a log entry ------------------------------------------------------
 def apply_at(rule: LeagueRule, state: LeagueState, record: dict[str, Any], match: Match, key: bytes,
              new: bool, received: dict[str, Any] | None = None) -> Applied:
     """Rate the match as the log's entry `key`, after the entries whose results made
@@ -289,63 +257,3 @@ def needs_snapshot(boundary: int, record: PlayerRecord | None) -> bool:
     """Whether writing a player's new state in interval `boundary` first keeps their
     state at the boundary (a snapshot row): the first write after a boundary does."""
     return boundary > 0 and (record is None or record.snap < boundary)
-
-
-def void_match(config: LeagueConfig, state: LeagueState, void: Void, budget: int | None = None) -> "Rerated | None":
-    from .rerate import Edit, rerate
-
-    rule, record = _league(config, state, void.league, void.match_id)
-    key = _placed_key(state, void.league, void.match_id)
-    state.put_placed(void.league, void.match_id, VOIDED)
-    return rerate(config, state, void.league, record, Edit(removed=key), void.match_id, budget)
-
-
-def correct_match(config: LeagueConfig, state: LeagueState, correction: Correction,
-                  budget: int | None = None) -> "Rerated | None":
-    from .rerate import Edit, rerate
-
-    league, match_id = correction.league, correction.match_id
-    rule, record = _league(config, state, league, match_id)
-    key = _placed_key(state, league, match_id)
-    _check(rule.system, correction.match)
-    old = state.log(league, key, 1)[0][1]
-    match = correction.match
-    if match.time is None:
-        match = Match(league, match_id, match.participants, old.time)
-    if match == old:
-        raise DuplicateMatch(match, f"match_id: {match_id!r} already has these standings in league {league!r} "
-                                    "(a correction changes nothing)")
-    new_key = key
-    if match.time != old.time and rule.options.late_results == IN_ORDER and match.time is not None:
-        # Moved to its new place in time; its arrival still orders it among equal times.
-        new_key = order_key(match.time, int.from_bytes(key[8:], "big"))
-        if record.get("order_time") is None or match.time > record["order_time"]:
-            record = {**record, "order_time": match.time}
-        state.put_placed(league, match_id, {"key": new_key.hex()})
-    return rerate(config, state, league, record, Edit(removed=key, added=(new_key, match)), match_id, budget)
-
-
-def _league(config: LeagueConfig, state: LeagueState, league: str, match_id: str) -> tuple[LeagueRule, dict[str, Any]]:
-    rule = config.rule_for(league)
-    record = state.league(league)
-    if record is None:
-        return rule, {"algorithm": rule.algorithm, "matches": 0, "players": 0}
-    if record["algorithm"] != rule.algorithm:
-        raise BadEvent("system_rule",
-                       f"league: {league!r} is rated with {record['algorithm']!r} but the configuration now says {rule.algorithm!r}",
-                       "league", league, match_id)
-    return rule, record
-
-
-def _check(system: RatingSystem, match: Match) -> None:
-    try:
-        system.check(match)
-    except InvalidMatch as exc:
-        raise BadEvent(exc.code, exc.message, exc.field, match.league, match.match_id) from None
-
-
-def _placed_key(state: LeagueState, league: str, match_id: str) -> bytes:
-    place = state.placed(league, match_id)
-    if place is None or "key" not in place:
-        raise UnknownMatch(league, match_id, place is not None and place.get("voided", False))
-    return bytes.fromhex(place["key"])

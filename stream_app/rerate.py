@@ -27,11 +27,11 @@ import gc
 from bisect import insort
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from .engine import Match, PlayerState, RatingSystem
 from .leagues import LeagueConfig
-from .rating import Applied, LeagueState, PlayerRecord, apply_at, needs_snapshot
+from .rating import Applied, LeagueState, PlayerRecord, WorkingRecords, apply_at, needs_snapshot
 
 LOG_CHUNK = 512  # log entries read at a time by a job's later parts
 
@@ -64,23 +64,6 @@ class Rerated:
     corrections: list[RatingCorrection]  # each player whose rating state changed
     record: dict[str, Any]  # the league's record after the re-rate
     reapplied: int  # log entries applied again
-
-
-class WorkingRecords(Protocol):
-    """The records a re-rate rebuilds, by player (LeagueState.working)."""
-
-    def get(self, name: str) -> PlayerRecord | None: ...
-
-    def set(self, name: str, record: PlayerRecord | None) -> None: ...
-
-    def flush(self) -> None:
-        """Keep what was set (the end of a part)."""
-
-    def names(self) -> list[str]:
-        """Every player of the re-rate."""
-
-    def forget(self, names: list[str]) -> None:
-        """The re-rate is over: forget them (`names`: what `names` gave)."""
 
 
 # The league record's counters that belong to arrival, not to the log's results:

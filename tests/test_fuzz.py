@@ -29,7 +29,7 @@ from stream_app.leagues import LeagueConfig
 from stream_app.events import BadEvent, load_schema, parse_match, validate_match
 from stream_app.published import MAX_DEAD_LETTER_BYTES
 from stream_app.offline.replay import Ledger
-from stream_app.rating import apply_match
+from stream_app.apply import apply_match
 from stream_app.stream.records import RecordHandler
 from stream_app.stream.changelog import Checkpoint, row_values
 from stream_app.stream.state import PartitionState

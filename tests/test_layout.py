@@ -60,3 +60,83 @@ def test_no_source_is_generated_at_run_time():
 def test_modules_outside_the_engine_stay_under_400_lines():
     sizes = {p.relative_to(PACKAGE).as_posix(): len(p.read_text().splitlines()) for p in sources()}
     assert {name: n for name, n in sizes.items() if not name.startswith("engine/") and n > 400} == {}
+
+
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, modules: set[str], root: Path = PACKAGE) -> set[str]:
+    """The package's modules this file imports, wherever the import statement is:
+    at the top, in a function, under TYPE_CHECKING."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found.add(submodule if submodule in modules else base)
+    return {imported for imported in found if imported in modules and imported != name}
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """Each set of modules that import one another, round and round (a strongly
+    connected component of more than one module), as sorted names."""
+    paths = sorted(root.rglob("*.py"))
+    modules = {module_name(path, root) for path in paths}
+    graph = {module_name(path, root): imports_of(path, modules, root) for path in paths}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+def test_no_import_cycles_in_the_package():
+    assert import_cycles(PACKAGE) == []
+
+
+def test_the_cycle_check_sees_imports_inside_functions(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "a.py").write_text("from .sub import b\n")
+    (package / "sub" / "b.py").write_text("def f():\n    from ..a import x\n")
+    (package / "c.py").write_text("from . import a\n")
+    assert import_cycles(package) == [["pkg.a", "pkg.sub.b"]]

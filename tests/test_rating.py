@@ -1,11 +1,12 @@
-"""rating.apply_match: the one path that applies a match, for replay and stream."""
+"""apply.apply_match: the one path that applies a match, for replay and stream."""
 
 import pytest
 
 from stream_app.events import BadEvent, parse_match
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
-from stream_app.rating import DuplicateMatch, apply_match
+from stream_app.apply import apply_match
+from stream_app.rating import DuplicateMatch
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n[leagues."kart*"]\nalgorithm = "elo-pairwise"\n')
 

@@ -12,7 +12,8 @@ from stream_app.events import BadEvent, parse_input
 from stream_app.published import correction_events
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
-from stream_app.rating import DuplicateMatch, apply
+from stream_app.apply import apply
+from stream_app.rating import DuplicateMatch
 from stream_app.rerate import Rerated, proceed
 from tests.support.corrections import CONFIG, cleaned, corrected_leagues, run
 

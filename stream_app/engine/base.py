@@ -166,6 +166,9 @@ def require(condition: bool, key: str, rule: str) -> None:
         raise ParamError(key, rule)
 
 
+_DEFINED: list[type["RatingSystem"]] = []  # every system class, as its module defines it
+
+
 class RatingSystem(ABC, Generic[S]):
     """One rating system with its league's parameters bound."""
 
@@ -175,6 +178,10 @@ class RatingSystem(ABC, Generic[S]):
     has_uncertainty: ClassVar[bool] = False  # its states' `uncertainty` is a number
     teams: ClassVar[bool] = False  # rates matches between teams
     partial_play: ClassVar[bool] = False  # uses the participants' weights
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _DEFINED.append(cls)
 
     def __init__(self, params: Params | None = None):
         self.params = params if params is not None else self.Params()
@@ -213,7 +220,7 @@ class RatingSystem(ABC, Generic[S]):
 
     @abstractmethod
     def rate(self, match: Match, before: Sequence[S]) -> list[RatingChange[S]]:
-        """Rate one match that `check` has accepted (rating.apply_match checks
+        """Rate one match that `check` has accepted (apply.apply_match checks
         every match first). `before[i]` is the state of match.participants[i].
 
         Must not mutate `before`; returns one change per participant, in order.
@@ -238,6 +245,5 @@ def team_members(match: Match) -> list[list[int]]:
 
 
 def team_systems() -> list[str]:
-    from . import SYSTEMS  # the registry imports every system, this module first
-
-    return sorted(name for name, cls in SYSTEMS.items() if cls.teams)
+    """The systems that rate teams (every system module is imported by the time a match is checked)."""
+    return sorted({cls.name for cls in _DEFINED if cls.teams and "name" in vars(cls)})

@@ -9,7 +9,8 @@ from typing import AbstractSet, Any, Callable, Sequence
 from ..engine import Match, PlayerState, RatingChange, RatingSystem
 from ..events import Correction, Void
 from ..leagues import LeagueConfig
-from ..rating import VOIDED, Applied, DuplicateMatch, PlayerRecord, apply, needs_snapshot
+from ..apply import apply
+from ..rating import VOIDED, Applied, DuplicateMatch, PlayerRecord, needs_snapshot
 from ..rerate import MemoryRecords, Rerated
 
 _PLAYER = attrgetter("player")
@@ -17,7 +18,7 @@ _AFTER = attrgetter("after")
 
 
 class Ledger:
-    """Every league's ratings, in memory (a `LeagueState` for rating.apply): the
+    """Every league's ratings, in memory (a `LeagueState` for apply.apply): the
     players' states, each league's record, log, boundaries and snapshot rows, and
     (with `keep_history`) every player's history."""
 

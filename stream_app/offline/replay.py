@@ -1,7 +1,7 @@
 """Offline replay: the same engine over a file of match-result lines.
 
 The `Ledger` (ledger.py) holds every league in memory; results and commands
-are applied through `rating.apply`, as in the stream worker, so a replay of a
+are applied through `apply.apply`, as in the stream worker, so a replay of a
 file and the stream of the same file end in the same state, bit for bit.
 """
 

@@ -1,6 +1,6 @@
 """What one input record becomes: skipped (applied before: a redelivery),
 forwarded (on the wrong partition for its league), applied (through
-`rating.apply_match`, as in the replay) or dead-lettered, with the output
+`apply.apply_match`, as in the replay) or dead-lettered, with the output
 events to publish. No Kafka here: the batch loop (stream/worker.py) hands in
 records and publishes what comes back.
 """
@@ -19,7 +19,8 @@ from ..engine import Match, PlayerState, RatingSystem
 from ..events import BadEvent, parse_input
 from ..published import correction_events, dead_letter, rating_changed_events
 from ..leagues import IN_ORDER, LeagueConfig
-from ..rating import ABSENT, Applied, DuplicateMatch, PlayerRecord, apply, log_entry, match_from_log
+from ..apply import apply
+from ..rating import ABSENT, Applied, DuplicateMatch, PlayerRecord, log_entry, match_from_log
 from ..rerate import Rerated, proceed
 from .state import (BOUNDARIES, HISTORY, JOBS, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SNAP, SNAPSHOTS, WORKING,
                     PartitionState,
@@ -59,7 +60,7 @@ class Outcome:
 
 
 class PartitionLeagues:
-    """The leagues of one partition, as rating.apply reads and writes them: the
+    """The leagues of one partition, as apply.apply reads and writes them: the
     tables' committed records plus the batch in progress (PartitionState)."""
 
     keeps_history = True  # the API serves it

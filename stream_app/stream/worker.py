@@ -5,7 +5,7 @@ This is what a Faust agent would be. Faust owns the consumer group and calls
 partition up (stream/commit.py: a fence, then the changelog past the local
 checkpoint); input comes from the worker's own consumer (stream/intake.py),
 starting after each partition's checkpoint; every record goes through
-stream/records.py (which applies matches through rating.apply_match, as the
+stream/records.py (which applies matches through apply.apply_match, as the
 replay does); every batch ends with a commit (stream/commit.py).
 """
 

@@ -14,7 +14,7 @@ from stream_app.events import BadEvent, parse_input, parse_time
 from stream_app.published import correction_events, rating_changed_events
 from stream_app.leagues import IN_ORDER, LeagueConfig
 from stream_app.offline.replay import Ledger
-from stream_app.rating import apply
+from stream_app.apply import apply
 from stream_app.rerate import Rerated
 
 CONFIG = """
@@ -192,7 +192,7 @@ def corrected_leagues(seed: int, scale: int = 1) -> list[dict]:
 
 
 def run(docs: list[dict], config: LeagueConfig) -> tuple[Ledger, list[dict], list[BadEvent]]:
-    """Apply every doc through rating.apply on a Ledger that keeps history: the
+    """Apply every doc through apply.apply on a Ledger that keeps history: the
     ledger (`rerates` counted), the rating-changed events published in order, and
     the refused docs' errors."""
     ledger = Ledger(config, keep_history=True)
