@@ -154,7 +154,7 @@ def codeforces(every: int = 50) -> dict[str, Any] | None:
 # -- (3) -------------------------------------------------------------------------------------
 def cost(matches: int, players: int = 100_000) -> dict[str, Any]:
     from bench.history_bench import _records, batch_loop
-    from stream_app.stream.state import TABLE_PREFIX
+    from stream_app.stream.tables import TABLE_PREFIX
 
     records = _records(matches, players)
     out: dict[str, Any] = {"matches": matches, "players": players}

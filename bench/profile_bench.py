@@ -11,7 +11,7 @@ Each stage is the real code, timed on its own or by difference:
 - events: the rest of RecordHandler.handle (rating-changed events built and
   encoded, the outcome), minus parse and apply;
 - tally: the batch loop's accounting per match (metrics), observe.Tally;
-- rows: the checkpoint's changelog rows (PartitionState.checkpoint_writes);
+- rows: the checkpoint's changelog rows (PartitionTransaction.checkpoint_writes);
 - store: the rows and the checkpoint in one RocksDB write;
 - checkpointed: the overlay becomes the committed state (cache kept).
 
@@ -43,8 +43,10 @@ from stream_app.apply import apply
 from stream_app.stream import observe
 from stream_app.stream.app import GC_THRESHOLDS
 from stream_app.stream.changelog import Checkpoint
-from stream_app.stream.records import PartitionLeagues, RecordHandler
-from stream_app.stream.state import PartitionState
+from stream_app.stream.league_tables import PartitionLeagues
+from stream_app.stream.records import RecordHandler
+from stream_app.stream.tables import TABLES
+from stream_app.stream.transaction import PartitionTransaction
 from stream_app.stream.store import LocalStore
 
 LEAGUES = 50
@@ -64,8 +66,8 @@ class Run:
     def __init__(self, config: LeagueConfig, directory: Path):
         self.config = config
         self.store = LocalStore(directory)
-        self.state = PartitionState(0, Checkpoint(), lambda key: self.store.get(0, key),
-                                    lambda start, end: self.store.scan_range(0, start, end))
+        self.state = PartitionTransaction(0, Checkpoint(), lambda key: self.store.get(0, key), TABLES,
+                                          lambda start, end: self.store.scan_range(0, start, end))
         self.handler = RecordHandler(config, 1, "forward")
         self.tally = observe.Tally(config)
         self.seconds = dict.fromkeys(("records", *STAGES[3:]), 0.0)

@@ -57,7 +57,7 @@ import orjson
 from stream_app.broker import EmbeddedBroker
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.stream.kafka_io import send_batches
-from stream_app.stream.records import key_partition
+from stream_app.stream.partitioner import key_partition
 
 from . import elo_job, quix_app
 from .streamtools import (PARTITIONS, ROOT, Collector, PhaseSampler, Topics, Worker, command_main, cpu_seconds,

@@ -32,7 +32,8 @@ from stream_app.offline.replay import Ledger
 from stream_app.apply import apply_match
 from stream_app.stream.records import RecordHandler
 from stream_app.stream.changelog import Checkpoint, row_values
-from stream_app.stream.state import PartitionState
+from stream_app.stream.tables import TABLES
+from stream_app.stream.transaction import PartitionTransaction
 
 CONFIG = LeagueConfig.from_toml("""
 [default]
@@ -199,11 +200,11 @@ def encode(doc) -> bytes:
 
 
 class Harness:
-    """A RecordHandler over a PartitionState backed by an in-memory dict store, committing after every record."""
+    """A RecordHandler over a PartitionTransaction backed by an in-memory dict store, committing after every record."""
 
     def __init__(self):
         self.store: dict[bytes, bytes] = {}
-        self.state = PartitionState(0, Checkpoint(), self.store.get, self.scan)
+        self.state = PartitionTransaction(0, Checkpoint(), self.store.get, TABLES, self.scan)
         self.offset = 0
 
     def scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]:

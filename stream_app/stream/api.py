@@ -21,8 +21,8 @@ from ..leagues import LeagueConfig
 from ..standings import Standing, Standings
 from . import observe
 from .reads import Reads
-from .records import league_partition
-from .state import player_state
+from .partitioner import league_partition
+from .tables import player_state
 from .ui import ui_routes
 
 MAX_LEADERBOARD_LIMIT = 100_000

@@ -46,8 +46,9 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol
 from . import observe
 from .changelog import (CHECKPOINT, START, Checkpoint, ChangelogReader, RowWriter, StartedOver, checkpoint_record,
                         epoch_of, fence_record, is_mark, mark_of, row_values, start_record)
-from .records import Output, key_partition
-from .state import PartitionState
+from .partitioner import key_partition
+from .records import Output
+from .transaction import PartitionTransaction, Tables
 from .store import LocalStore
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,9 @@ class Changelog(Protocol):
 
 class Committer:
     def __init__(self, store: LocalStore, sender: Sender, changelog: Changelog, changelog_topic: str,
-                 output_topics: dict[str, str]):
+                 output_topics: dict[str, str], tables: Tables):
         self.store = store
+        self.tables = tables  # the partitions' key space (the transaction knows tables by prefix only)
         self.sender = sender
         self.changelog = changelog
         self.topic = changelog_topic
@@ -101,7 +103,7 @@ class Committer:
         self.started_over: list[dict[str, Any]] = []  # changelog partitions found to have started over (for /health)
 
     # -- taking a partition up ---------------------------------------------------------
-    async def take_up(self, partition: int) -> PartitionState:
+    async def take_up(self, partition: int) -> PartitionTransaction:
         """A partition newly owned: its committed state, under a new epoch."""
         started = time.perf_counter()
         local = self.store.checkpoint(partition)
@@ -125,7 +127,7 @@ class Committer:
         observe.TAKE_UP_SECONDS.observe(time.perf_counter() - started)
         self.on_take_up(partition)
         store = self.store
-        return PartitionState(partition, reader.checkpoint, self.reader(partition),  # at our fence
+        return PartitionTransaction(partition, reader.checkpoint, self.reader(partition), self.tables,  # at our fence
                               lambda start, end: store.scan_range(partition, start, end))
 
     async def catch_up(self, partition: int, reader: ChangelogReader, end: int) -> None:
@@ -204,7 +206,7 @@ class Committer:
         return read
 
     # -- committing a batch ------------------------------------------------------------
-    async def commit(self, states: list[PartitionState], outputs: list[Output]) -> None:
+    async def commit(self, states: list[PartitionTransaction], outputs: list[Output]) -> None:
         """Commit a batch: the partitions' states and the batch's outputs, as above."""
         outputs_acked = asyncio.ensure_future(asyncio.gather(*await self._send_outputs(outputs)))
         for _ in range(OUTPUT_HEAD_START):
@@ -218,7 +220,7 @@ class Committer:
             if isinstance(result, BaseException):
                 raise result
 
-    async def _checkpoint(self, state: PartitionState, outputs_acked: Awaitable) -> None:
+    async def _checkpoint(self, state: PartitionTransaction, outputs_acked: Awaitable) -> None:
         rows, values, mark, after = state.checkpoint_writes()
         foreign = await self._send(state, rows)
         while foreign:  # write again what a replaced worker wrote over, before the checkpoint
@@ -233,7 +235,7 @@ class Committer:
         state.checkpointed(after)
         observe.CHECKPOINTS.inc()
 
-    async def _send(self, state: PartitionState, records: list[tuple[bytes, bytes]]) -> set[bytes]:
+    async def _send(self, state: PartitionTransaction, records: list[tuple[bytes, bytes]]) -> set[bytes]:
         """Send records to the partition's changelog and wait for the acks. Returns
         the keys of rows other writers put between them (raises Fenced if a fence
         of a higher epoch is among those records)."""
@@ -251,7 +253,7 @@ class Committer:
             state.changelog_next = last + 1
         return foreign
 
-    async def _foreign(self, state: PartitionState, start: int, end: int) -> set[bytes]:
+    async def _foreign(self, state: PartitionTransaction, start: int, end: int) -> set[bytes]:
         keys: set[bytes] = set()
         async for records in self.changelog.read(self.topic, state.partition, start, end):
             for _, key, value in records:

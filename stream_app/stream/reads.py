@@ -25,8 +25,8 @@ import orjson
 from ..events import SEP
 from ..leagues import LeagueConfig
 from ..standings import Standing, Standings
-from .records import league_partition
-from .state import (HISTORY, LAST_TIME, LEAGUES, PLAYERS, history_from_store, history_prefix, league_prefix, player_key,
+from .partitioner import league_partition
+from .tables import (HISTORY, LAST_TIME, LEAGUES, PLAYERS, history_from_store, history_prefix, league_prefix, player_key,
                     player_state, seq_of, store_key)
 from .store import LocalStore
 
@@ -71,7 +71,7 @@ class Reads:
         return self._committed(LEAGUES, league, league.encode())
 
     def player(self, league: str, player: str) -> dict[str, Any] | None:
-        """The player's stored record: the rating state plus `last_time` (stream/state.py)."""
+        """The player's stored record: the rating state plus `last_time` (stream/tables.py)."""
         return self._committed(PLAYERS, league, player_key(league, player))
 
     def leagues(self, partition: int) -> list[tuple[str, dict[str, Any]]]:

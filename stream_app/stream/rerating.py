@@ -9,7 +9,8 @@ from typing import Any
 
 from . import observe
 from .records import Outcome
-from .state import JOBS, PartitionState
+from .tables import JOBS
+from .transaction import PartitionTransaction
 
 
 class Paused(Exception):
@@ -22,7 +23,7 @@ class Rerates:
         self.tally = tally
         self.running: dict[str, dict[str, Any]] = {}  # league -> its re-rate's progress
 
-    def progress(self, state: PartitionState, outcome: Outcome, started: float, continued: bool = False) -> None:
+    def progress(self, state: PartitionTransaction, outcome: Outcome, started: float, continued: bool = False) -> None:
         """After a part begun at `started`: a later part (`continued`), or the record that began a re-rate."""
         if continued:
             self.tally.rerate_parts += 1

@@ -25,7 +25,8 @@ from .commit import Changelog, Committer, Sender
 from .intake import Intake, Positions
 from .records import RecordHandler, is_duplicate
 from .rerating import Paused, Rerates
-from .state import PartitionState
+from .tables import TABLES
+from .transaction import PartitionTransaction
 from .store import LocalStore
 from .tasks import cancel
 
@@ -46,9 +47,9 @@ class Worker:
         self.intake = intake
         self.handler = RecordHandler(config, settings.partitions, settings.forward_topic, settings.rerate_part)
         outputs = {"change": settings.changes_topic, "dead_letter": settings.dlq_topic, "forward": settings.forward_topic}
-        self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs)
+        self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs, TABLES)
         self.tally = observe.Tally(config)
-        self.partitions: dict[int, PartitionState] = {}  # taken up since the last rebalance
+        self.partitions: dict[int, PartitionTransaction] = {}  # taken up since the last rebalance
         self.failures = 0
         self.resumed = False  # every owned partition is taken up and input flows
         self.take_up_seconds: float | None = None  # the last take-up of the partitions owned
@@ -74,7 +75,7 @@ class Worker:
             except Paused:
                 self.abandon()  # taken up anew, and the re-rate resumed, when input resumes
             except Exception as exc:
-                # The batch's writes stay uncommitted (stream/state.py): take the partitions
+                # The batch's writes stay uncommitted (stream/transaction.py): take the partitions
                 # up anew and read input again from their checkpoints, after a back-off.
                 self.failures += 1
                 self.abandon()
@@ -125,7 +126,7 @@ class Worker:
         started = time.perf_counter()
         outputs: dict[int, list] = {}  # by partition: a re-rate commits its partition on its own
         applied: list = []
-        touched: dict[int, PartitionState] = {}
+        touched: dict[int, PartitionTransaction] = {}
         applying = self.phase = f"applying a batch of {len(records)}"
         clock = time.perf_counter
         yield_at = clock() + YIELD_SECONDS
@@ -150,7 +151,7 @@ class Worker:
         self.tally.applied_batch(applied, time.time())
         observe.BATCH_SECONDS.observe(time.perf_counter() - started)
 
-    def _handle(self, state: PartitionState, record: Any, outputs: list, applied: list) -> None:
+    def _handle(self, state: PartitionTransaction, record: Any, outputs: list, applied: list) -> None:
         started = time.perf_counter()
         outcome = self.handler.handle(state, record.topic, record.partition, record.offset, record.key, record.value)
         if outcome.redelivered:
@@ -179,7 +180,7 @@ class Worker:
                 await self._finish_rerates(state, outputs)
                 await self.committer.commit([state], outputs)
 
-    async def _finish_rerates(self, state: PartitionState, outputs: list) -> None:
+    async def _finish_rerates(self, state: PartitionTransaction, outputs: list) -> None:
         """Commit the partition, then apply its re-rates part by part, committing each
         part; the last part's writes and events stay in the batch in progress."""
         while state.jobs:
@@ -205,7 +206,7 @@ class Worker:
         self.take_up_seconds = time.perf_counter() - started
         self.phase = "waiting for a batch"
 
-    async def _take_up(self, partition: int) -> PartitionState:
+    async def _take_up(self, partition: int) -> PartitionTransaction:
         state = self.partitions.get(partition)
         if state is None:
             self.phase = f"taking up partition {partition}"
@@ -217,7 +218,7 @@ class Worker:
             self.handler.take_up(state)
         return state
 
-    async def _check_input(self, state: PartitionState) -> None:
+    async def _check_input(self, state: PartitionTransaction) -> None:
         """Each input topic of the partition must still hold the last record the
         checkpoint applied: a topic that ends before it, or holds another record
         there (its fingerprint differs), started over. Its input is then read again
@@ -253,7 +254,7 @@ class Worker:
                                   "checkpoint_offset": offset, "reason": reason})
         del self.started_over[:-64]
 
-    async def _with_skipped(self, state: PartitionState, record: Any, expected: int) -> list[Any]:
+    async def _with_skipped(self, state: PartitionTransaction, record: Any, expected: int) -> list[Any]:
         """The record, preceded by the records of its partition that input skipped: it
         arrived past `expected`, the next offset the partition's state expects.
 

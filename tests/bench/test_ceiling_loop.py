@@ -11,7 +11,7 @@ import random
 from bench import elo_job
 from bench.stream_bench import ceiling_loop
 from stream_app.offline.sample import two_player_league
-from stream_app.stream.records import key_partition
+from stream_app.stream.partitioner import key_partition
 from tests.support.kafka import ensure_topics, keyed, publish, read_records
 from tests.support.names import unique_name
 

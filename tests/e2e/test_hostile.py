@@ -167,7 +167,7 @@ def test_hostile_events_are_dead_lettered_and_the_valid_ones_around_them_applied
     records.append(reused)
     # A valid event just under the size limit, published under a key of another
     # partition: the worker re-publishes it keyed by its league and applies it.
-    from stream_app.stream.records import league_partition
+    from stream_app.stream.partitioner import league_partition
 
     near = _dumps(_match("near-limit", league="bigleague", pad="n" * (MAX_EVENT_BYTES - 300)))
     assert MAX_EVENT_BYTES - 200 < len(near) <= MAX_EVENT_BYTES

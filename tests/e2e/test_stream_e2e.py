@@ -54,7 +54,7 @@ def test_stream_equals_replay_with_events_dead_letters_and_metrics(broker, tmp_p
         records.insert(50 + 40 * i, item)
     # A valid event published under the wrong key: the worker re-keys it by league.
     stray = {"league": "solo", "match_id": "s-1", "participants": [{"player": "x", "rank": 1}, {"player": "y", "rank": 2}]}
-    from stream_app.stream.records import league_partition
+    from stream_app.stream.partitioner import league_partition
 
     wrong_key = next(k for k in (f"wrong-{i}" for i in range(100)) if league_partition(k, 8) != league_partition("solo", 8))
     records.append((wrong_key.encode(), orjson.dumps(stray)))

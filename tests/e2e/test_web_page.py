@@ -15,7 +15,7 @@ from decimal import ROUND_HALF_UP, Decimal
 import pytest
 
 from stream_app.offline.sample import multi_player_league, two_player_league
-from stream_app.stream.records import league_partition
+from stream_app.stream.partitioner import league_partition
 from tests.support.browser import headless_chrome, load, screenshot, settle
 from tests.support.workers import applied_by, assigned
 

@@ -25,8 +25,8 @@ from stream_app.settings import Settings
 from stream_app.stream.changelog import ChangelogReader, fence_record
 from stream_app.stream.commit import Fenced
 from stream_app.stream.intake import InputRecord, Intake
-from stream_app.stream.records import league_partition
-from stream_app.stream.state import HISTORY, LEAGUES, PLAYERS, TABLE_PREFIX, history_from_store, history_prefix, player_state
+from stream_app.stream.partitioner import league_partition
+from stream_app.stream.tables import HISTORY, LEAGUES, PLAYERS, TABLE_PREFIX, history_from_store, history_prefix, player_state
 from stream_app.stream.store import LocalStore
 from stream_app.stream.worker import Worker
 from tests.support.corrections import CONFIG as CORRECTIONS_CONFIG

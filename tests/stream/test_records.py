@@ -5,9 +5,11 @@ import gc
 import orjson
 
 from stream_app.leagues import LeagueConfig
-from stream_app.stream.records import RecordHandler, league_partition
+from stream_app.stream.partitioner import league_partition
+from stream_app.stream.records import RecordHandler
 from stream_app.stream.changelog import Checkpoint
-from stream_app.stream.state import PartitionState
+from stream_app.stream.tables import TABLES
+from stream_app.stream.transaction import PartitionTransaction
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')
 TOPIC = "match-results"
@@ -15,12 +17,12 @@ FORWARD = TOPIC + "-by-league"
 LINE = orjson.dumps({"league": "chess", "match_id": "1", "participants": [{"player": "a", "rank": 1}, {"player": "b", "rank": 2}]})
 
 
-def fresh() -> PartitionState:
-    return PartitionState(0, Checkpoint(), lambda key: None)
+def fresh() -> PartitionTransaction:
+    return PartitionTransaction(0, Checkpoint(), lambda key: None, TABLES)
 
 
 def test_records_at_or_below_the_checkpoint_are_skipped_as_redelivered():
-    state = PartitionState(0, Checkpoint(batch=3, offsets={TOPIC: 41}), lambda key: None)
+    state = PartitionTransaction(0, Checkpoint(batch=3, offsets={TOPIC: 41}), lambda key: None, TABLES)
     handler = RecordHandler(CONFIG, 1, FORWARD)
     assert handler.handle(state, TOPIC, 0, 41, b"k", LINE).redelivered
     outcome = handler.handle(state, TOPIC, 0, 42, b"k", LINE)

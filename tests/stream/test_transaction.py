@@ -1,4 +1,4 @@
-"""A partition's state during a batch (stream/state.py): the overlay, the
+"""A partition's transaction during a batch (stream/transaction.py): the overlay, the
 input offsets, and the changelog records a checkpoint writes. The sequence that
 sends them is tested in test_commit.py, the rule that reads them back in
 test_changelog.py."""
@@ -6,14 +6,15 @@ test_changelog.py."""
 import orjson
 
 from stream_app.stream.changelog import Checkpoint, ChangelogReader, new_value, old_value
-from stream_app.stream.state import MATCHES, PLAYERS, PartitionState, store_key
+from stream_app.stream.tables import MATCHES, PLAYERS, TABLES, store_key
+from stream_app.stream.transaction import PartitionTransaction
 
 TOPIC = "match-results"
 
 
 def test_a_batch_reads_its_own_writes_and_commits_them_only_at_its_checkpoint():
     committed = {store_key(PLAYERS, b"l\x1fa"): orjson.dumps({"rating": 1.0})}
-    state = PartitionState(0, Checkpoint(epoch=3, batch=7), committed.get)
+    state = PartitionTransaction(0, Checkpoint(epoch=3, batch=7), committed.get, TABLES)
     assert state.get(PLAYERS, b"l\x1fa") == {"rating": 1.0}
     state.put(PLAYERS, b"l\x1fa", {"rating": 2.0})
     state.put(MATCHES, b"l\x1fm1", {"seq": 1})
@@ -41,7 +42,7 @@ def test_a_batch_reads_its_own_writes_and_commits_them_only_at_its_checkpoint():
 
 
 def test_offsets_at_or_below_the_checkpoint_are_applied_and_the_next_one_is_expected():
-    state = PartitionState(0, Checkpoint(batch=3, offsets={TOPIC: 41}), lambda k: None)
+    state = PartitionTransaction(0, Checkpoint(batch=3, offsets={TOPIC: 41}), lambda k: None, TABLES)
     assert state.already_applied(TOPIC, 41) and not state.already_applied(TOPIC, 42)
     assert state.next_offset(TOPIC) == 42 and state.next_offset("other") is None
     state.note_offset(TOPIC, 42)
@@ -52,7 +53,7 @@ def test_offsets_at_or_below_the_checkpoint_are_applied_and_the_next_one_is_expe
 
 def test_keys_a_replaced_worker_wrote_are_written_again_with_the_owners_values():
     committed = {store_key(PLAYERS, b"l\x1fa"): orjson.dumps({"rating": 1.0})}
-    state = PartitionState(0, Checkpoint(epoch=2, batch=1), committed.get)
+    state = PartitionTransaction(0, Checkpoint(epoch=2, batch=1), committed.get, TABLES)
     state.put(PLAYERS, b"l\x1fb", {"rating": 5.0})
     again = dict(state.rows_for({store_key(PLAYERS, b"l\x1fa"), store_key(PLAYERS, b"l\x1fb"),
                                  store_key(PLAYERS, b"l\x1fz")}))
@@ -66,29 +67,15 @@ def test_keys_a_replaced_worker_wrote_are_written_again_with_the_owners_values()
     assert not state.repair
 
 
-def test_a_history_entry_is_stored_compactly_and_read_back_equal():
-    from stream_app.events import format_time
-    from stream_app.stream.state import history_from_store, stored_history
-
-    timed = {"seq": 3, "match_id": "m-9", "occurred_at": format_time(1767225660.0), "rank": 2, "rating_before": 1500.5,
-             "rating_after": 1490.25, "uncertainty": 81.5, "cause": "match"}
-    untimed = {"seq": 1, "match_id": "m", "occurred_at": None, "rank": 1, "rating_before": 1000.0, "rating_after": 1016.0,
-               "cause": "match"}
-    for entry, time in ((timed, 1767225660.0), (untimed, None)):
-        value = stored_history(entry, time)
-        assert history_from_store(orjson.loads(orjson.dumps(value))) == entry
-        assert len(orjson.dumps(value)) < 0.7 * len(orjson.dumps(entry))
-
-
 def test_the_cache_of_committed_players_starts_over_past_its_bytes(monkeypatch):
-    from stream_app.stream import state as state_module
+    from stream_app.stream import transaction as transaction_module
 
     value = orjson.dumps({"rating": 1500.0, "history": [1.0] * 5})
     small = len(orjson.dumps({"rating": 1.0}))
-    monkeypatch.setattr(state_module, "CACHE_BYTES", 2 * len(value) + small)
+    monkeypatch.setattr(transaction_module, "CACHE_BYTES", 2 * len(value) + small)
     store = {store_key(PLAYERS, b"l\x1f%d" % i): value for i in range(3)}
     reads: list[bytes] = []
-    state = PartitionState(0, Checkpoint(epoch=1), lambda key: reads.append(key) or store.get(key))
+    state = PartitionTransaction(0, Checkpoint(epoch=1), lambda key: reads.append(key) or store.get(key), TABLES)
     for i in (0, 1, 0, 1):  # both fit: read once each
         state.get(PLAYERS, b"l\x1f%d" % i)
     assert len(reads) == 2 and state.cache_bytes == 2 * len(value)

@@ -1,7 +1,7 @@
 """Exactly-once application over at-least-once delivery: one partition's state
 while the worker applies its batches.
 
-Pure, no Kafka: `PartitionState` reads committed values through a reader of
+Pure, no Kafka: `PartitionTransaction` reads committed values through a reader of
 the local store (stream/store.py); stream/commit.py writes what it returns out,
 in the order the rules need. docs/design.md has the argument; in short:
 
@@ -24,113 +24,27 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 import orjson
 
-from ..events import SEP, format_time
 from .changelog import VALUE_START, Checkpoint, RowWriter, checkpoint_record, input_fingerprint, row_values
-
-# Tables: one key space per partition, each table's keys behind its own first byte.
-PLAYERS = "players"
-LEAGUES = "leagues"
-MATCHES = "matches"  # each match's place in its league's log (rating.py)
-HISTORY = "history"
-LOG = "log"  # each league's results in order (rating.py)
-SNAPSHOTS = "snapshots"  # players' states at the log's boundaries
-BOUNDARIES = "boundaries"
-WORKING = "working"  # the player records a re-rate rebuilds (rerate.py)
-JOBS = "jobs"  # each league's re-rate in progress
-TABLE_PREFIX = {PLAYERS: b"p", LEAGUES: b"l", MATCHES: b"m", HISTORY: b"h", LOG: b"a", SNAPSHOTS: b"s", BOUNDARIES: b"b",
-                WORKING: b"w", JOBS: b"j"}
-_TABLE_OF = {prefix: table for table, prefix in TABLE_PREFIX.items()}
-
-
-def store_key(table: str, key: bytes) -> bytes:
-    return TABLE_PREFIX[table] + key
-
-
-def player_key(league: str, player: str) -> bytes:
-    return f"{league}{SEP}{player}".encode()
-
-
-def match_key(league: str, match_id: str) -> bytes:
-    return f"{league}{SEP}{match_id}".encode()
-
-
-def league_prefix(league: str) -> bytes:
-    return f"{league}{SEP}".encode()
-
-
-def history_prefix(league: str, player: str) -> bytes:
-    return f"{league}{SEP}{player}{SEP}".encode()
-
-
-def history_key(league: str, player: str, seq: int) -> bytes:
-    """Big-endian, so a player's entries sort by seq."""
-    return history_prefix(league, player) + seq.to_bytes(8, "big")
-
-
-def seq_of(key: bytes) -> int:
-    return int.from_bytes(key[-8:], "big")
-
-
-def log_key(league: str, order: bytes) -> bytes:
-    return league_prefix(league) + order
-
-
-def boundary_key(league: str, number: int) -> bytes:
-    return league_prefix(league) + number.to_bytes(8, "big")
-
-
-def snapshot_key(league: str, number: int, player: str) -> bytes:
-    """By boundary, then player: a re-rate reads the rows from its boundary on in one scan."""
-    return boundary_key(league, number) + player.encode()
-
-
-# A history entry is stored as a list in this order (half the bytes of the object the
-# API answers: every entry is a changelog record, and compaction never merges them).
-_HISTORY_FIELDS = ("seq", "match_id", "occurred_at", "rank", "rating_before", "rating_after", "uncertainty", "cause")
-
-
-def stored_history(entry: dict[str, Any], time: float | None) -> list[Any]:
-    """An entry (rating.history_entry) as stored; `occurred_at` as the match's seconds."""
-    return [entry["seq"], entry["match_id"], time, entry["rank"], entry["rating_before"], entry["rating_after"],
-            entry.get("uncertainty"), entry["cause"]]
-
-
-def history_from_store(value: list[Any]) -> dict[str, Any]:
-    """The entry back, equal to the one rating.history_entry built."""
-    entry = dict(zip(_HISTORY_FIELDS, value))
-    if entry["occurred_at"] is not None:
-        entry["occurred_at"] = format_time(entry["occurred_at"])
-    if entry["uncertainty"] is None:
-        del entry["uncertainty"]
-    return entry
-
-
-# The stream's player record is the rating state plus the time of the player's
-# last match with an occurred_at (inactivity is judged by it) and the boundary of
-# the interval it was written in (rating.PlayerRecord; 0 when absent). Their names
-# must not be fields of any rating state (elo-mmr's has its own `last_time`).
-LAST_TIME = "last_occurred"
-SNAP = "snap"
-
-
-def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
-    """A stored player record: (the rating state's dict, the last match's time or None)."""
-    if LAST_TIME not in record and SNAP not in record:
-        return record, None
-    data = record.copy()
-    last = data.pop(LAST_TIME, None)
-    data.pop(SNAP, None)
-    return data, last
-
 
 # Reads a committed value: store key -> bytes or None.
 Reader = Callable[[bytes], "bytes | None"]
 # Reads committed rows in order: (start, end) store keys -> (key, bytes) for start <= key < end.
 Scanner = Callable[[bytes, bytes], Iterable[tuple[bytes, bytes]]]
 
-# Committed values of these tables stay cached between batches (read again, batch
-# after batch); other keys (match ids: read once, to find a duplicate) only within one.
-CACHED_TABLES = (PLAYERS, LEAGUES)
+class Tables:
+    """The tables of a partition's key space, as the transaction needs them: each
+    table's key prefix (one byte), and the tables whose committed values stay cached
+    between batches (the rest are cached within a batch only)."""
+
+    def __init__(self, prefixes: dict[str, bytes], cached: frozenset[str]):
+        self.prefixes = prefixes
+        self.table_of = {prefix: table for table, prefix in prefixes.items()}
+        self.cached = cached
+
+    def key(self, table: str, key: bytes) -> bytes:
+        return self.prefixes[table] + key
+
+
 # Per partition, the cache starts over when it holds this many entries, or when the
 # values put in it since it last started over took this many stored bytes (decoded,
 # they take two to three times as much). A value replaced counts again: the bytes
@@ -167,11 +81,14 @@ def _remember(memo: dict, key: tuple[str, bytes], value: Any) -> None:
     memo[key] = value
 
 
-class PartitionState:
-    """One partition's committed state plus the overlay of the batch in progress."""
+class PartitionTransaction:
+    """One partition's committed state plus the overlay of the batch in progress. It
+    knows tables by their prefixes only (`Tables`): nothing of leagues."""
 
-    def __init__(self, partition: int, checkpoint: Checkpoint, reader: Reader, scanner: Scanner | None = None):
+    def __init__(self, partition: int, checkpoint: Checkpoint, reader: Reader, tables: Tables,
+                 scanner: Scanner | None = None):
         self.partition = partition
+        self.tables = tables
         self.checkpoint = checkpoint
         self.read = reader
         self.scanner = scanner
@@ -204,10 +121,10 @@ class PartitionState:
 
     def committed_value(self, item: tuple[str, bytes]) -> Any:
         """The value of a (table, key) as of the last checkpoint (None: none)."""
-        cached = item[0] in CACHED_TABLES
+        cached = item[0] in self.tables.cached
         value = (self.cache if cached else self.reads).get(item, _MISSING)
         if value is _MISSING:
-            raw = self.read(store_key(*item))
+            raw = self.read(self.tables.key(*item))
             value = None if raw is None else orjson.loads(raw)
             if cached:
                 self._cache(item, value, 0 if raw is None else len(raw))
@@ -263,7 +180,7 @@ class PartitionState:
         bytes (the overlay's as they are), for callers that decode few of them."""
         committed: list[tuple[bytes, bytes]] = []
         if self.scanner is not None:
-            prefix = TABLE_PREFIX[table]
+            prefix = self.tables.prefixes[table]
             rows = self.scanner(prefix + start, prefix + end)
             committed = [(key[1:], value) for key, value in (rows if limit is None else islice(rows, limit))]
             if limit is not None and len(committed) == limit:
@@ -322,14 +239,15 @@ class PartitionState:
         row = RowWriter(epoch, batch).row
         committed = self.committed_value
         dumps = orjson.dumps
-        prefix = TABLE_PREFIX
+        prefix = self.tables.prefixes
+        cached_tables = self.tables.cached
         rows = []
         values: dict[bytes, bytes | None] = {}
         to_cache = self.to_cache = []
         for item, value in self.overlay.items():
             table, key = item
             stored = None if value is None else dumps(value)
-            if table in CACHED_TABLES:
+            if table in cached_tables:
                 to_cache.append((item, value, 0 if stored is None else len(stored)))
             before = committed(item)
             if value is None and before is None:
@@ -357,7 +275,7 @@ class PartitionState:
         row = RowWriter(self.checkpoint.epoch, self.checkpoint.batch + 1).row
         rows = []
         for key in sorted(keys):
-            item = (_TABLE_OF[key[:1]], key[1:])
+            item = (self.tables.table_of[key[:1]], key[1:])
             value = self.get(*item)
             rows.append(row(key, _dumps_or_none(value), _dumps_or_none(self.committed_value(item))))
         return rows

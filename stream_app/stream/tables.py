@@ -1,0 +1,109 @@
+"""The worker's tables: one partition's key space, the domain's keys and the
+codecs of what they hold. Every table's keys sit behind its own first byte; the
+generic partition transaction (stream/transaction.py) knows the tables only as
+these prefixes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..events import SEP, format_time
+from .transaction import Tables
+
+# Tables: one key space per partition, each table's keys behind its own first byte.
+PLAYERS = "players"
+LEAGUES = "leagues"
+MATCHES = "matches"  # each match's place in its league's log (rating.py)
+HISTORY = "history"
+LOG = "log"  # each league's results in order (rating.py)
+SNAPSHOTS = "snapshots"  # players' states at the log's boundaries
+BOUNDARIES = "boundaries"
+WORKING = "working"  # the player records a re-rate rebuilds (rerate.py)
+JOBS = "jobs"  # each league's re-rate in progress
+TABLE_PREFIX = {PLAYERS: b"p", LEAGUES: b"l", MATCHES: b"m", HISTORY: b"h", LOG: b"a", SNAPSHOTS: b"s", BOUNDARIES: b"b",
+                WORKING: b"w", JOBS: b"j"}
+# Committed values of these tables stay cached between batches (read again, batch
+# after batch); other keys (match ids: read once, to find a duplicate) only within one.
+TABLES = Tables(TABLE_PREFIX, cached=frozenset((PLAYERS, LEAGUES)))
+
+
+def store_key(table: str, key: bytes) -> bytes:
+    return TABLE_PREFIX[table] + key
+
+
+def player_key(league: str, player: str) -> bytes:
+    return f"{league}{SEP}{player}".encode()
+
+
+def match_key(league: str, match_id: str) -> bytes:
+    return f"{league}{SEP}{match_id}".encode()
+
+
+def league_prefix(league: str) -> bytes:
+    return f"{league}{SEP}".encode()
+
+
+def history_prefix(league: str, player: str) -> bytes:
+    return f"{league}{SEP}{player}{SEP}".encode()
+
+
+def history_key(league: str, player: str, seq: int) -> bytes:
+    """Big-endian, so a player's entries sort by seq."""
+    return history_prefix(league, player) + seq.to_bytes(8, "big")
+
+
+def seq_of(key: bytes) -> int:
+    return int.from_bytes(key[-8:], "big")
+
+
+def log_key(league: str, order: bytes) -> bytes:
+    return league_prefix(league) + order
+
+
+def boundary_key(league: str, number: int) -> bytes:
+    return league_prefix(league) + number.to_bytes(8, "big")
+
+
+def snapshot_key(league: str, number: int, player: str) -> bytes:
+    """By boundary, then player: a re-rate reads the rows from its boundary on in one scan."""
+    return boundary_key(league, number) + player.encode()
+
+
+# A history entry is stored as a list in this order (half the bytes of the object the
+# API answers: every entry is a changelog record, and compaction never merges them).
+_HISTORY_FIELDS = ("seq", "match_id", "occurred_at", "rank", "rating_before", "rating_after", "uncertainty", "cause")
+
+
+def stored_history(entry: dict[str, Any], time: float | None) -> list[Any]:
+    """An entry (rating.history_entry) as stored; `occurred_at` as the match's seconds."""
+    return [entry["seq"], entry["match_id"], time, entry["rank"], entry["rating_before"], entry["rating_after"],
+            entry.get("uncertainty"), entry["cause"]]
+
+
+def history_from_store(value: list[Any]) -> dict[str, Any]:
+    """The entry back, equal to the one rating.history_entry built."""
+    entry = dict(zip(_HISTORY_FIELDS, value))
+    if entry["occurred_at"] is not None:
+        entry["occurred_at"] = format_time(entry["occurred_at"])
+    if entry["uncertainty"] is None:
+        del entry["uncertainty"]
+    return entry
+
+
+# The stream's player record is the rating state plus the time of the player's
+# last match with an occurred_at (inactivity is judged by it) and the boundary of
+# the interval it was written in (rating.PlayerRecord; 0 when absent). Their names
+# must not be fields of any rating state (elo-mmr's has its own `last_time`).
+LAST_TIME = "last_occurred"
+SNAP = "snap"
+
+
+def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+    """A stored player record: (the rating state's dict, the last match's time or None)."""
+    if LAST_TIME not in record and SNAP not in record:
+        return record, None
+    data = record.copy()
+    last = data.pop(LAST_TIME, None)
+    data.pop(SNAP, None)
+    return data, last
