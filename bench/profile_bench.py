@@ -5,14 +5,14 @@ store (RocksDB), without the broker.
 
 Each stage is the real code, timed on its own or by difference:
 - parse: events.parse_input (JSON, the schema's rules, a Match);
-- apply: rating.apply through the partition's state (duplicate check, the
-  players read, the rating system, the rows written in the batch's overlay),
-  minus parse;
-- events: the rest of RecordHandler.handle (rating-changed events built and
-  encoded, the outcome), minus parse and apply;
+- apply: apply.apply through the partition's transaction (duplicate check,
+  the players read, the rating system, the local writes in the batch's
+  overlay), minus parse;
+- events: the rest of RecordHandler.handle (the changelog entry and the
+  rating-changed events built and encoded, the outcome), minus parse and apply;
 - tally: the batch loop's accounting per match (metrics), observe.Tally;
-- rows: the checkpoint's changelog rows (PartitionTransaction.checkpoint_writes);
-- store: the rows and the checkpoint in one RocksDB write;
+- records: the checkpoint's changelog records (PartitionTransaction.checkpoint_writes);
+- store: the overlay encoded and written with the checkpoint in one RocksDB write;
 - checkpointed: the overlay becomes the committed state (cache kept).
 
 What the broker adds (records into aiokafka's batches, waiting for acks, the
@@ -51,7 +51,7 @@ from stream_app.stream.store import LocalStore
 
 LEAGUES = 50
 BATCH = 2_000
-STAGES = ("parse", "apply", "events", "tally", "rows", "store", "checkpointed")
+STAGES = ("parse", "apply", "events", "tally", "records", "store", "checkpointed")
 
 
 def matches(n: int) -> list[bytes]:
@@ -70,7 +70,7 @@ class Run:
                                           lambda start, end: self.store.scan_range(0, start, end))
         self.handler = RecordHandler(config, 1, "forward")
         self.tally = observe.Tally(config)
-        self.seconds = dict.fromkeys(("records", *STAGES[3:]), 0.0)
+        self.seconds = dict.fromkeys(("input", *STAGES[3:]), 0.0)
 
     def batch(self, lines: list[bytes], first: int, how: str) -> None:
         clock = time.perf_counter
@@ -87,16 +87,16 @@ class Run:
             for offset, line in enumerate(lines, first):
                 outcome = self.handler.handle(state, "matches", 0, offset, b"k", line)
                 applied.append((outcome.applied, int(time.time() * 1000)))
-        self.seconds["records"] += clock() - started
+        self.seconds["input"] += clock() - started
         if how == "handle":
             started = clock()
             self.tally.applied_batch(applied, time.time())
             self.seconds["tally"] += clock() - started
         started = clock()
-        _, values, _, after = state.checkpoint_writes()
-        self.seconds["rows"] += clock() - started
+        _, _, after = state.checkpoint_writes()
+        self.seconds["records"] += clock() - started
         started = clock()
-        self.store.write(0, values, after)
+        self.store.write(0, state.local_values(), after)
         self.seconds["store"] += clock() - started
         started = clock()
         state.checkpointed(after)
@@ -130,10 +130,10 @@ def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3
                 shutil.rmtree(directory, ignore_errors=True)
     full = passes["handle"]
     us = {
-        "parse": passes["parse"]["records"],
-        "apply": passes["apply"]["records"] - passes["parse"]["records"],
-        "events": full["records"] - passes["apply"]["records"],
-        "tally": full["tally"], "rows": full["rows"], "store": full["store"], "checkpointed": full["checkpointed"],
+        "parse": passes["parse"]["input"],
+        "apply": passes["apply"]["input"] - passes["parse"]["input"],
+        "events": full["input"] - passes["apply"]["input"],
+        "tally": full["tally"], "records": full["records"], "store": full["store"], "checkpointed": full["checkpointed"],
     }
     total = sum(us.values())
     print(f"profile: {len(lines):,} two-player elo matches, {LEAGUES} leagues, batches of {BATCH:,}"

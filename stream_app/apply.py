@@ -11,9 +11,9 @@ there (rerate.py).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
-from .engine import InvalidMatch, Match, RatingSystem
+from .engine import InvalidMatch, Match, PlayerState, RatingSystem
 from .events import BadEvent, Correction, Void
 from .leagues import IN_ORDER, LeagueConfig, LeagueRule
 from .rating import VOIDED, Applied, DuplicateMatch, LeagueState, UnknownMatch, apply_at, order_key
@@ -32,14 +32,16 @@ def apply(config: LeagueConfig, state: LeagueState, item: Match | Void | Correct
     return correct_match(config, state, item, budget)
 
 
-def apply_match(config: LeagueConfig, state: LeagueState, match: Match,
-                budget: int | None = None) -> Applied | Rerated | None:
+def apply_match(config: LeagueConfig, state: LeagueState, match: Match, budget: int | None = None,
+                outcome: Sequence[PlayerState] | None = None) -> Applied | Rerated | None:
     """Rate the match with its league's system and save the result in `state`.
 
     Raises DuplicateMatch, or BadEvent (reason `system_rule`) when the league's
     system cannot rate the match or the league is rated with another one. Nothing
     is saved unless the whole match is rated. A late result in a league that keeps
-    its results in time order re-rates the league (a Rerated comes back).
+    its results in time order re-rates the league (a Rerated comes back). With an
+    `outcome` (the states after it, as recorded when the match was rated) nothing
+    is rated again: the match is saved with them.
     """
     league = match.league
     rule, record = _league(config, state, league, match.match_id)
@@ -62,7 +64,7 @@ def apply_match(config: LeagueConfig, state: LeagueState, match: Match,
     if place_time is not None and order_time is not None and place_time < order_time:
         state.put_placed(league, match.match_id, {"key": key.hex()})
         return rerate(config, state, league, {**record, **received}, Edit(added=(key, match)), match.match_id, budget)
-    return apply_at(rule, state, record, match, key, new=True, received=received)
+    return apply_at(rule, state, record, match, key, new=True, received=received, outcome=outcome)
 
 
 def void_match(config: LeagueConfig, state: LeagueState, void: Void, budget: int | None = None) -> Rerated | None:

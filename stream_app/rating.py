@@ -217,16 +217,22 @@ def match_from_log(league: str, entry: list[Any]) -> Match:
 
 # -- rating a match as a log entry ------------------------------------------------------
 def apply_at(rule: LeagueRule, state: LeagueState, record: dict[str, Any], match: Match, key: bytes,
-             new: bool, received: dict[str, Any] | None = None) -> Applied:
+             new: bool, received: dict[str, Any] | None = None,
+             outcome: Sequence[PlayerState] | None = None) -> Applied:
     """Rate the match as the log's entry `key`, after the entries whose results made
     `record`, and save it. The one step that rates a match: appending a result and
     re-rating a league both come here. `received`: the arrival counters of a new
-    entry, for the league's record after it."""
+    entry, for the league's record after it. `outcome`: the participants' states
+    after the match as recorded when it was rated (a restore saves it again
+    without rating it again)."""
     system = rule.system
     prior = state.players(match.league, [participant.player for participant in match.participants], system)
     newcomers = prior.count(None)
     before = [system.initial_state() if found is None else found for found in prior] if newcomers else prior
-    changes = system.rate(match, before)
+    if outcome is None:
+        changes = system.rate(match, before)
+    else:
+        changes = [RatingChange(p.player, b, a) for p, b, a in zip(match.participants, before, outcome)]
     count = record["matches"]
     boundary, start = record.get("boundary", _NO_BOUNDARY)
     opened = None

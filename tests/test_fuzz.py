@@ -31,7 +31,8 @@ from stream_app.published import MAX_DEAD_LETTER_BYTES
 from stream_app.offline.replay import Ledger
 from stream_app.apply import apply_match
 from stream_app.stream.records import RecordHandler
-from stream_app.stream.changelog import Checkpoint, row_values
+from stream_app.stream.changelog import ChangelogReader, Checkpoint
+from stream_app.stream.commit import apply_records
 from stream_app.stream.tables import TABLES
 from stream_app.stream.transaction import PartitionTransaction
 
@@ -204,27 +205,41 @@ class Harness:
 
     def __init__(self):
         self.store: dict[bytes, bytes] = {}
-        self.state = PartitionTransaction(0, Checkpoint(), self.store.get, TABLES, self.scan)
+        self.restored: dict[bytes, bytes] = {}  # the same, as the changelog makes it again
+        self.state = PartitionTransaction(0, Checkpoint(), self.store.get, TABLES, scanner(self.store))
+        self.reader = ChangelogReader()
         self.offset = 0
-
-    def scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
-        return sorted((key, value) for key, value in self.store.items() if start <= key < end)
 
     def process(self, value: bytes | None, key: bytes | None = b"k"):
         result = HANDLER.handle(self.state, TOPIC, 0, self.offset, key, value)  # must not raise
         self.offset += 1
         check_result(result)
-        rows, values, _, checkpoint = self.state.checkpoint_writes()
-        assert values == row_values(rows)  # the store gets what the changelog says
-        for key, raw in values.items():
-            if raw is None:
-                self.store.pop(key, None)  # deleted (a re-rate's)
-            else:
-                self.store[key] = raw
+        records, mark, checkpoint = self.state.checkpoint_writes()
+        written(self.store, self.state.local_values())
         self.state.checkpointed(checkpoint)
         for key, raw in self.store.items():
             assert_finite(orjson.loads(raw), repr(key))
+        # The store is what the changelog says: its records, read by the rule, make it again.
+        for record in (*records, mark):
+            self.reader.feed(self.reader.position, *record)
+        committed, at, _ = self.reader.take()
+        again = PartitionTransaction(0, at, self.restored.get, TABLES, scanner(self.restored))
+        apply_records(again, committed, HANDLER.derive)
+        written(self.restored, again.local_values())
+        assert self.restored == {k: v for k, v in self.store.items()}
         return result
+
+
+def scanner(store: dict[bytes, bytes]):
+    return lambda start, end: sorted((key, value) for key, value in store.items() if start <= key < end)
+
+
+def written(store: dict[bytes, bytes], values: dict[bytes, bytes | None]) -> None:
+    for key, raw in values.items():
+        if raw is None:
+            store.pop(key, None)  # deleted (a re-rate's)
+        else:
+            store[key] = raw
 
 
 def assert_finite(value, where: str) -> None:

@@ -106,7 +106,7 @@ class WorkerApp:
         self.worker = Worker(settings, self.config, self.store, kafka_io.ProducerSender(self.app),
                              KafkaChangelog(self.kafka_options()), intake)
         self.worker.ensure_topics = lambda: ensure_topics(settings)
-        self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic)
+        self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic, *self.worker.restoring)
         self.broker_watch = BrokerWatch(self.kafka_options())
         self.broker_watch.repeats.install()
         self.broker_watch.on_back = self._broker_back

@@ -1,31 +1,39 @@
 """The changelog: how a partition's state reaches Kafka, and the rule that reads it back.
 
-Pure: records in, committed rows out; no Kafka, no RocksDB. docs/design.md has
-the argument. One changelog topic, partitioned like the input: its partition P
-holds input partition P's state. Every record carries the epoch of the worker
+Pure: records in, committed records out; no Kafka, no RocksDB. docs/design.md
+has the argument. One changelog topic, partitioned like the input: its partition
+P holds input partition P's state. Every record carries the epoch of the worker
 that wrote it (a number each take-up of the partition raises) and a batch number:
 
-- a row (kind D): a key's new value and its value before the batch;
+- an entry (kind E): one input applied, with its outcome (what the domain needs
+  to write its tables again without doing the work again: stream/records.py);
+- a row (kind R): a local key's new value, as it is (what a re-rate wrote, and
+  a write-back after a start);
 - a checkpoint (kind C): the batch is complete, with the input offsets applied;
 - a fence (kind F): a worker took the partition up with a higher epoch;
 - a start (kind S): a fence after which the log starts over. A worker whose
   changelog lost records (the broker forgot them, the topic was recreated)
   writes its whole local state back after one: rows, then a checkpoint.
 
-Read in log order from a consistent point, the committed state follows one rule:
+Entries and rows are data records: each has a key of its own (its epoch, batch
+and place in the batch), so that compaction never drops one, and their order is
+the order in which the owner applied them. The local tables are a function of
+the committed data records in that order.
+
+Read in log order from a consistent point, the committed records follow one rule:
 - accepted so far: epoch E and its last batch B;
-- a row of an epoch below E comes from a replaced worker: dropped;
-- other rows wait for a checkpoint;
+- a data record of an epoch below E comes from a replaced worker: dropped;
+- other data records wait for a checkpoint;
 - a fence of an epoch above E, or a checkpoint of epoch E (or above) and a batch
-  above B, is accepted: waiting rows of its epoch up to its batch are committed
-  with their new values; waiting rows of an older epoch were never committed,
-  their keys keep the value before;
+  above B, is accepted: waiting records of its epoch up to its batch are
+  committed, in order; waiting records of an older epoch were never committed:
+  dropped;
 - any other fence or checkpoint is dropped (a replaced worker's, or a rival
   take-up that came second);
 - a start of an epoch above E waits for its epoch's checkpoint: then that
   checkpoint is accepted and everything before the start is void (the state
   read so far, and a reader's local store, is wiped). A fence or a checkpoint
-  of a higher epoch that comes first abandons it: its rows are dropped.
+  of a higher epoch that comes first abandons it: its records are dropped.
 
 A worker takes a partition up by writing a fence and reading the log up to it:
 if the rule accepts its fence it owns the partition, with the state read. Each
@@ -41,14 +49,19 @@ from dataclasses import dataclass, field
 
 import orjson
 
-ROW = 0x44  # b"D"
+ENTRY = 0x45  # b"E"
+ROW = 0x52  # b"R"
 CHECKPOINT = 0x43  # b"C"
 FENCE = 0x46  # b"F"
 START = 0x53  # b"S"
+OLD_ROW = 0x44  # b"D": a row of the format before entries (its key, new value and value before the batch)
 
-_ROW_HEAD = struct.Struct(">QQI")  # epoch, batch, length of the new value
 _MARK_HEAD = struct.Struct(">QQ")  # epoch, batch
-EPOCH_KEY = b"\x00epoch"  # + the epoch: row keys never start with a zero byte
+_OLD_ROW_HEAD = struct.Struct(">QQI")  # epoch, batch, length of the new value
+_DATA_KEY = struct.Struct(">BQQI")  # 0x01, epoch, batch, place in the batch
+_KEY_LENGTH = struct.Struct(">H")
+DATA_START = 1 + _MARK_HEAD.size  # where a data record's payload starts
+EPOCH_KEY = b"\x00epoch"  # + the epoch
 START_KEY = b"\x00start"  # + the epoch: not a checkpoint's key, so that compaction keeps every start
 
 
@@ -99,24 +112,37 @@ def epoch_key(epoch: int) -> bytes:
     return EPOCH_KEY + epoch.to_bytes(8, "big")
 
 
-def row_record(epoch: int, batch: int, key: bytes, value: bytes | None, before: bytes | None) -> tuple[bytes, bytes]:
-    """A row: the key's new value and its committed value before the batch (None: none)."""
-    return RowWriter(epoch, batch).row(key, value, before)
+class RecordWriter:
+    """The data records of one batch, numbered in order: their epoch and batch are
+    packed once, not per record."""
 
+    __slots__ = ("epoch", "batch", "head", "count")
 
-class RowWriter:
-    """The rows of one batch: its epoch and batch are packed once, not per row (a
-    checkpoint writes about six rows per two-player match)."""
+    def __init__(self, epoch: int, batch: int, first: int = 0):
+        self.epoch, self.batch = epoch, batch
+        self.head = _MARK_HEAD.pack(epoch, batch)
+        self.count = first
 
-    __slots__ = ("head",)
+    def _key(self) -> bytes:
+        key = _DATA_KEY.pack(1, self.epoch, self.batch, self.count)
+        self.count += 1
+        return key
 
-    def __init__(self, epoch: int, batch: int):
-        self.head = bytes([ROW]) + _MARK_HEAD.pack(epoch, batch)
-
-    def row(self, key: bytes, value: bytes | None, before: bytes | None) -> tuple[bytes, bytes]:
-        value = value or b""
+    def entry(self, payload: bytes) -> tuple[bytes, bytes]:
+        """An input applied, with its outcome (the domain's encoding)."""
         # One join: the record has exactly its size (a batch holds thousands until acknowledged).
-        return key, b"".join((self.head, len(value).to_bytes(4, "big"), value, before or b""))
+        return self._key(), b"".join((b"E", self.head, payload))
+
+    def row(self, key: bytes, value: bytes | None) -> tuple[bytes, bytes]:
+        """A local key's value as it is (None: deleted)."""
+        return self._key(), b"".join((b"R", self.head, _KEY_LENGTH.pack(len(key)), key, value or b""))
+
+
+def row_of(payload: memoryview | bytes) -> tuple[bytes, bytes | None]:
+    """A row record's payload: (the local key, its value or None)."""
+    length = _KEY_LENGTH.unpack_from(payload)[0]
+    start = _KEY_LENGTH.size
+    return bytes(payload[start:start + length]), bytes(payload[start + length:]) or None
 
 
 def checkpoint_record(epoch: int, batch: int, offsets: dict[str, int],
@@ -154,8 +180,19 @@ def epoch_of(value: bytes) -> int:
 
 
 def is_mark(value: bytes) -> bool:
-    """A fence or a checkpoint (not a row)."""
-    return value[0] != ROW
+    """A fence, start or checkpoint (not a data record)."""
+    return value[0] in (CHECKPOINT, FENCE, START)
+
+
+def _old_row(key: bytes, value: bytes) -> tuple[bytes, bytes]:
+    """A row of the format before entries as two rows of today's: its new value, and
+    its value before its batch (what stands if the batch never completed: compaction
+    may have dropped the key's earlier records)."""
+    head = value[:DATA_START]
+    length = _OLD_ROW_HEAD.unpack_from(value, 1)[2]
+    new, before = value[DATA_START + 4:DATA_START + 4 + length], value[DATA_START + 4 + length:]
+    name = _KEY_LENGTH.pack(len(key)) + key
+    return b"R" + head[1:] + name + new, b"R" + head[1:] + name + before
 
 
 class ChangelogReader:
@@ -164,32 +201,34 @@ class ChangelogReader:
     Starts from a checkpoint (what a local store holds, or nothing), reading the
     log from the record after it, or from `start` (a log that started over: read
     from there, the checkpoint's state stands until a start record completes);
-    `feed` each record from `position` on; `take` hands over the rows committed
-    since the last take together with the checkpoint they make up, ready to be
-    stored in one write, and whether the store must be wiped first (a start
-    completed)."""
+    `feed` each record from `position` on; `take` hands over the data records
+    committed since the last take, in order, as (kind, payload), together with
+    the checkpoint they make up, and whether the store must be wiped before they
+    are applied to it (a start completed)."""
 
     def __init__(self, checkpoint: Checkpoint | None = None, start: int | None = None):
         self.checkpoint = checkpoint or Checkpoint()
         self.position = self.checkpoint.changelog + 1 if start is None else start  # the next offset to feed
-        self.waiting: list[tuple[int, int, bytes, bytes]] = []  # rows not yet checkpointed: (epoch, batch, key, record)
-        self.rows: dict[bytes, bytes | None] = {}  # committed since the last take (None: no value)
+        # Data records not yet checkpointed: (epoch, batch, value, the value if never committed, for an old row).
+        self.waiting: list[tuple[int, int, bytes, bytes | None]] = []
+        self.records: list[tuple[int, memoryview]] = []  # committed since the last take: (kind, payload)
         self.start: int | None = None  # the epoch of a start read, until its checkpoint
         self.wipe = False  # a start completed since the last take: the state before it is void
-        self.fenced = 0  # rows and marks of replaced workers dropped
+        self.fenced = 0  # data records and marks of replaced workers dropped
         self.accepted = 0  # fences and checkpoints accepted
 
     def feed(self, offset: int, key: bytes, value: bytes) -> None:
         self.position = offset + 1
         kind = value[0]
-        if kind == ROW:
-            epoch, batch, _ = _ROW_HEAD.unpack_from(value, 1)
+        epoch, batch = _MARK_HEAD.unpack_from(value, 1)
+        if kind == ENTRY or kind == ROW or kind == OLD_ROW:
             if epoch < self.checkpoint.epoch:
                 self.fenced += 1
+            elif kind == OLD_ROW:
+                self.waiting.append((epoch, batch, *_old_row(key, value)))
             else:
-                self.waiting.append((epoch, batch, key, value))
+                self.waiting.append((epoch, batch, value, None))
             return
-        epoch, batch = _MARK_HEAD.unpack_from(value, 1)
         current = self.checkpoint
         if kind == FENCE:
             if epoch <= current.epoch:
@@ -201,9 +240,9 @@ class ChangelogReader:
             if epoch < current.epoch or (epoch == current.epoch and batch <= current.batch):
                 self.fenced += 1
                 return
-            if epoch == self.start:  # a start completed: its rows are the whole state
-                self.rows, self.wipe, self.start = {}, True, None
-                self.waiting = [row for row in self.waiting if row[0] >= epoch]
+            if epoch == self.start:  # a start completed: its records are the whole state
+                self.records, self.wipe, self.start = [], True, None
+                self.waiting = [waiting for waiting in self.waiting if waiting[0] >= epoch]
             else:
                 self._abandon_start(epoch)
             self._accept(offset, epoch, batch, *_checkpoint_payload(value[1 + _MARK_HEAD.size:]), ours=batch)
@@ -218,48 +257,30 @@ class ChangelogReader:
 
     def _abandon_start(self, epoch: int) -> None:
         """A mark of `epoch` came before the pending start's checkpoint: if it is above the
-        start's epoch, that start never completes, and its rows are dropped (their value
-        before is none: they must not delete what the state before the start holds)."""
+        start's epoch, that start never completes, and its records are dropped."""
         if self.start is not None and epoch > self.start:
             start, self.start = self.start, None
-            self.waiting = [row for row in self.waiting if row[0] != start]
+            self.waiting = [waiting for waiting in self.waiting if waiting[0] != start]
 
     def _accept(self, offset: int, epoch: int, batch: int, offsets: dict[str, int], fingerprints: dict[str, int],
                 ours: int) -> None:
         """A fence (ours=0) or a checkpoint of `batch` (ours=batch) of `epoch`."""
-        still: list[tuple[int, int, bytes, bytes]] = []
-        rows = self.rows
-        for row in self.waiting:
-            row_epoch, row_batch, key, record = row
-            if row_epoch == epoch and row_batch <= ours:
-                rows[key] = new_value(record)
-            elif row_epoch < epoch:  # its batch never completed: the value before it stands
-                rows[key] = old_value(record)
-            else:
-                still.append(row)
+        still: list[tuple[int, int, bytes, bytes | None]] = []
+        records = self.records
+        for waiting in self.waiting:
+            record_epoch, record_batch, value, before = waiting
+            if record_epoch == epoch and record_batch <= ours:
+                records.append((value[0], memoryview(value)[DATA_START:]))
+            elif record_epoch > epoch:
+                still.append(waiting)
+            elif before is not None:  # an old row whose batch never completed: its value before stands
+                records.append((ROW, memoryview(before)[DATA_START:]))
+            # else: its batch never completed, dropped
         self.waiting = still
         self.checkpoint = Checkpoint(epoch, batch, dict(offsets), offset, dict(fingerprints))
         self.accepted += 1
 
-    def take(self) -> tuple[dict[bytes, bytes | None], Checkpoint, bool]:
-        rows, self.rows = self.rows, {}
+    def take(self) -> tuple[list[tuple[int, memoryview]], Checkpoint, bool]:
+        records, self.records = self.records, []
         wipe, self.wipe = self.wipe, False
-        return rows, self.checkpoint, wipe
-
-
-VALUE_START = 1 + _ROW_HEAD.size  # where a row record's new value starts
-
-
-def new_value(record: bytes) -> bytes | None:
-    """A row record's new value (None: none)."""
-    return record[VALUE_START : VALUE_START + _ROW_HEAD.unpack_from(record, 1)[2]] or None
-
-
-def old_value(record: bytes) -> bytes | None:
-    """A row record's value before its batch (None: none)."""
-    return record[VALUE_START + _ROW_HEAD.unpack_from(record, 1)[2]:] or None
-
-
-def row_values(rows: list[tuple[bytes, bytes]]) -> dict[bytes, bytes | None]:
-    """The new values of row records, by key."""
-    return {key: new_value(record) for key, record in rows}
+        return records, self.checkpoint, wipe

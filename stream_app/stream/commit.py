@@ -5,7 +5,9 @@ order the rules of stream/changelog.py need (docs/design.md has the argument).
 Taking a partition up (a worker start, a rebalance, after a failed batch):
 1. send a fence of the next epoch to the partition's changelog;
 2. read the changelog from the local checkpoint's record up to the fence,
-   storing what the rule commits (in write batches, each with its checkpoint);
+   storing what the rule commits (in write batches, each with its checkpoint):
+   a row as it is, an entry as the domain's local writes made again from it
+   (`Derive`, stream/records.py);
 3. if the rule accepted the fence, this worker owns the partition with the
    state read; if another fence came first with an epoch as high, try again
    above it.
@@ -16,19 +18,20 @@ is wiped and read again from there; otherwise the worker writes its local state
 back, after a start record of a new epoch, before anything else is applied.
 
 Committing a batch, for each partition it touched, concurrently:
-1. the batch's rows go to the changelog; its outputs go to their topics at
-   the same time;
+1. the batch's entries and rows go to the changelog; its outputs go to their
+   topics at the same time;
 2. once both are acknowledged, the checkpoint record goes alone;
-3. once it is acknowledged, the rows and the checkpoint go into the local store
-   in one write: from then on the batch is committed and its input applied.
+3. once it is acknowledged, the batch's local writes and the checkpoint go into
+   the local store in one write: from then on the batch is committed and its
+   input applied.
 A failure anywhere leaves the batch uncommitted: the local store still holds
 the previous checkpoint, and the partition is taken up anew.
 
 Every acknowledgement says where the records landed. The owner is the only
 writer of its changelog partitions, so records between its own are a replaced
 worker's late writes: if they include a fence of a higher epoch, this worker
-has been replaced itself (`Fenced`); otherwise their keys are written again
-in the batch, so that even a compacted changelog keeps the owner's values.
+has been replaced itself (`Fenced`); otherwise the rule drops them (every data
+record has a key of its own: compaction never puts one in the place of another).
 
 No Faust here: `Sender` and `Changelog` are what the sequence needs of the
 broker (stream/kafka_io.py and stream/restore.py have Kafka's; the tests have
@@ -44,18 +47,22 @@ from itertools import chain
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol
 
 from . import observe
-from .changelog import (CHECKPOINT, START, Checkpoint, ChangelogReader, RowWriter, StartedOver, checkpoint_record,
-                        epoch_of, fence_record, is_mark, mark_of, row_values, start_record)
+import orjson
+
+from .changelog import (CHECKPOINT, ENTRY, START, Checkpoint, ChangelogReader, RecordWriter, StartedOver,
+                        checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of, start_record)
 from .partitioner import key_partition
 from .records import Output
-from .transaction import PartitionTransaction, Tables
 from .store import LocalStore
+from .transaction import PartitionTransaction, Tables
 
 log = logging.getLogger(__name__)
 
-FLUSH_ROWS = 20_000  # a restore stores its rows in write batches of about this many
+FLUSH_RECORDS = 20_000  # a restore stores what this many changelog records make in one write
+# Makes a changelog entry's local writes again, through the transaction (the domain's: stream/records.py).
+Derive = Callable[[PartitionTransaction, memoryview], None]
 # Event-loop turns the producer gets to put the outputs on the wire before the
-# rows are built (the CPU-bound part of a commit): consumers see a batch's events
+# records are built (the CPU-bound part of a commit): consumers see a batch's events
 # sooner, most of all after a re-rate (they are sent before its checkpoint either way).
 OUTPUT_HEAD_START = 3
 
@@ -87,8 +94,9 @@ class Changelog(Protocol):
 
 class Committer:
     def __init__(self, store: LocalStore, sender: Sender, changelog: Changelog, changelog_topic: str,
-                 output_topics: dict[str, str], tables: Tables):
+                 output_topics: dict[str, str], tables: Tables, derive: Derive):
         self.store = store
+        self.derive = derive
         self.tables = tables  # the partitions' key space (the transaction knows tables by prefix only)
         self.sender = sender
         self.changelog = changelog
@@ -126,18 +134,16 @@ class Committer:
         observe.RESTORED.inc(reader.position - first)
         observe.TAKE_UP_SECONDS.observe(time.perf_counter() - started)
         self.on_take_up(partition)
-        store = self.store
-        return PartitionTransaction(partition, reader.checkpoint, self.reader(partition), self.tables,  # at our fence
-                              lambda start, end: store.scan_range(partition, start, end))
+        return transaction(self.store, partition, reader.checkpoint, self.tables)  # at our fence
 
     async def catch_up(self, partition: int, reader: ChangelogReader, end: int) -> None:
         """Feed the reader the changelog up to `end` (exclusive), storing what it commits."""
         async for records in self.changelog.read(self.topic, partition, reader.position, end):
             for offset, key, value in records:
                 reader.feed(offset, key, value)
-            if len(reader.rows) >= FLUSH_ROWS:
-                self.store.write(partition, *reader.take())
-        self.store.write(partition, *reader.take())
+            if len(reader.records) >= FLUSH_RECORDS:
+                store_committed(self.store, partition, reader, self.tables, self.derive)
+        store_committed(self.store, partition, reader, self.tables, self.derive)
         observe.FENCED_RECORDS.inc(reader.fenced)
         self.fenced += reader.fenced
         reader.fenced = 0
@@ -172,8 +178,8 @@ class Committer:
         """A start of `epoch`, then every local row as one batch and its checkpoint:
         what a restore on an empty directory reads. Until that checkpoint is
         acknowledged none of it counts, and the local store keeps its checkpoint."""
-        row = RowWriter(epoch, 1).row
-        rows = (row(key, value, None) for key, value in self.store.scan_range(partition, b"\x01", b"\xff" * 8))
+        row = RecordWriter(epoch, 1).row
+        rows = (row(key, value) for key, value in self.store.scan_range(partition, b"\x01", b"\xff" * 8))
         mark = checkpoint_record(epoch, 1, local.offsets, local.fingerprints)
         acks = await self.sender.send(self.topic, partition, chain([start_record(epoch)], rows, [mark]))
         first_at = last_at = None
@@ -197,14 +203,6 @@ class Committer:
                                   "checkpoint_offset": local.changelog, "log_end": end, "action": action})
         del self.started_over[:-64]
 
-    def reader(self, partition: int):
-        store = self.store
-
-        def read(key: bytes) -> bytes | None:
-            return store.get(partition, key)
-
-        return read
-
     # -- committing a batch ------------------------------------------------------------
     async def commit(self, states: list[PartitionTransaction], outputs: list[Output]) -> None:
         """Commit a batch: the partitions' states and the batch's outputs, as above."""
@@ -221,51 +219,40 @@ class Committer:
                 raise result
 
     async def _checkpoint(self, state: PartitionTransaction, outputs_acked: Awaitable) -> None:
-        rows, values, mark, after = state.checkpoint_writes()
-        foreign = await self._send(state, rows)
-        while foreign:  # write again what a replaced worker wrote over, before the checkpoint
-            again = state.rows_for(foreign)
-            values.update(row_values(again))
-            foreign = await self._send(state, again)
+        records, mark, after = state.checkpoint_writes()
+        await self._send(state, records)
         await outputs_acked
-        state.repair |= await self._send(state, [mark])  # too late for this batch: in the next
+        await self._send(state, [mark])
         after.changelog = state.changelog_next - 1
-        self.store.write(state.partition, values, after)
+        self.store.write(state.partition, state.local_values(), after)
         self.on_commit(state.partition, state.overlay)
         state.checkpointed(after)
         observe.CHECKPOINTS.inc()
 
-    async def _send(self, state: PartitionTransaction, records: list[tuple[bytes, bytes]]) -> set[bytes]:
-        """Send records to the partition's changelog and wait for the acks. Returns
-        the keys of rows other writers put between them (raises Fenced if a fence
-        of a higher epoch is among those records)."""
+    async def _send(self, state: PartitionTransaction, records: list[tuple[bytes, bytes]]) -> None:
+        """Send records to the partition's changelog and wait for the acks; raises Fenced
+        if other writers put a fence of a higher epoch between them."""
         if not records:
-            return set()
+            return
         acks = await self.sender.send(self.topic, state.partition, records)
-        foreign: set[bytes] = set()
         for ack in acks:
             first, last = await ack
             if first < state.changelog_next:
                 raise StartedOver(f"changelog partition {state.partition}: records landed at offset {first}, "
                                   f"below this owner's last ({state.changelog_next - 1})")
             if first != state.changelog_next:
-                foreign |= await self._foreign(state, state.changelog_next, first)
+                await self._foreign(state, state.changelog_next, first)
             state.changelog_next = last + 1
-        return foreign
 
-    async def _foreign(self, state: PartitionTransaction, start: int, end: int) -> set[bytes]:
-        keys: set[bytes] = set()
+    async def _foreign(self, state: PartitionTransaction, start: int, end: int) -> None:
         async for records in self.changelog.read(self.topic, state.partition, start, end):
-            for _, key, value in records:
+            for _, _, value in records:
                 epoch = epoch_of(value)
                 if epoch > state.epoch:
                     self.replaced += 1
                     raise Fenced(f"partition {state.partition}: taken over at epoch {epoch}")
                 observe.FENCED_RECORDS.inc()  # a replaced worker's late write
                 self.fenced += 1
-                if not is_mark(value):
-                    keys.add(key)
-        return keys
 
     async def _send_outputs(self, outputs: list[Output]) -> list[Awaitable[tuple[int, int]]]:
         """The outputs in order, grouped per topic partition (partitioned by key)."""
@@ -296,3 +283,36 @@ async def holds(changelog: Changelog, topic: str, partition: int, checkpoint: Ch
         return False
     kind, epoch, batch = mark_of(found.value)
     return epoch == checkpoint.epoch and (kind != CHECKPOINT or batch == checkpoint.batch)
+
+
+def transaction(store: LocalStore, partition: int, checkpoint: Checkpoint, tables: Tables) -> PartitionTransaction:
+    """A transaction over the partition's local store, from its checkpoint."""
+    return PartitionTransaction(partition, checkpoint, lambda key: store.get(partition, key), tables,
+                                lambda start, end: store.scan_range(partition, start, end))
+
+
+def store_committed(store: LocalStore, partition: int, reader: ChangelogReader, tables: Tables, derive: Derive) -> None:
+    """What the reader committed since it was last taken, into the local store in one
+    write with its checkpoint: each row as it is, each entry's local writes made
+    again, in the changelog's order (after a wipe, if a start completed)."""
+    records, checkpoint, wipe = reader.take()
+    if wipe:
+        store.wipe(partition)
+    values: dict[bytes, bytes | None] = {}
+    if records:
+        state = transaction(store, partition, checkpoint, tables)
+        apply_records(state, records, derive)
+        values = state.local_values()
+    store.write(partition, values, checkpoint)
+
+
+def apply_records(state: PartitionTransaction, records: Iterable[tuple[int, memoryview]], derive: Derive) -> None:
+    """Committed changelog records, in order, as local writes: a row as it is, an
+    entry through the domain."""
+    table_of = state.tables.table_of
+    for kind, payload in records:
+        if kind == ENTRY:
+            derive(state, payload)
+        else:
+            key, value = row_of(payload)
+            state.put(table_of[key[:1]], key[1:], None if value is None else orjson.loads(value))

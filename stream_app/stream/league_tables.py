@@ -74,18 +74,16 @@ class PartitionLeagues:
             put(PLAYERS, player_key(league, name) if key is None else key, value)
         if place.new:
             put(MATCHES, match_key(league, match.match_id), {"key": place.key.hex()})
-            self.state.put_new(LOG, log_key(league, place.key), log_entry(match))
+            put(LOG, log_key(league, place.key), log_entry(match))
         if place.opened is not None:
             self.put_boundary(league, boundary, place.key, place.opened)
         put(LEAGUES, league.encode(), applied.record)
         if applied.history:
-            # A new entry's history keys are new too: the player's count only grew since the checkpoint.
-            put_entry = self.state.put_new if place.new else put
             kept = self.config.rule_for(league).options.history_max
             time = match.time
             for change, entry in zip(applied.changes, applied.history):
                 seq = entry["seq"]
-                put_entry(HISTORY, history_key(league, change.player, seq), stored_history(entry, time))
+                put(HISTORY, history_key(league, change.player, seq), stored_history(entry, time))
                 if kept is not None and seq > kept:  # bounded: the entry that falls out goes
                     put(HISTORY, history_key(league, change.player, seq - kept), None)
 

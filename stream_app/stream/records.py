@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from ..apply import apply
+from ..apply import apply, apply_match
 from ..engine import Match
 from ..events import BadEvent, parse_input
 from ..leagues import IN_ORDER, LeagueConfig
@@ -21,6 +21,7 @@ from ..rating import Applied, DuplicateMatch
 from ..rerate import Rerated, proceed
 from .league_tables import PartitionLeagues
 from .partitioner import league_partition
+from .tables import entry_of, entry_payload
 from .transaction import PartitionTransaction
 
 log = logging.getLogger(__name__)
@@ -77,10 +78,12 @@ class RecordHandler:
                 state.savepoint(journal=False)  # appended, never re-rated: its writes come after every check
             done = apply(self.config, PartitionLeagues(state, self.config), item, self.rerate_part)
             if isinstance(done, Applied):
+                state.record_entry(entry_payload(done))
                 outcome.applied = done
                 outcome.outputs.extend(Output("change", league.encode(), _encode(event))
                                        for event in rating_changed_events(done.algorithm, done.match, done.changes))
             else:
+                state.record_written()
                 self._rerated(league, done, outcome)
         except BadEvent as exc:
             state.rollback()
@@ -108,8 +111,9 @@ class RecordHandler:
         outcome = Outcome()
         state.savepoint(journal=True)
         try:
-            self._rerated(league, proceed(self.config, PartitionLeagues(state, self.config), league, self.rerate_part),
-                          outcome)
+            done = proceed(self.config, PartitionLeagues(state, self.config), league, self.rerate_part)
+            state.record_written()
+            self._rerated(league, done, outcome)
         except BaseException:
             state.rollback()
             raise
@@ -123,6 +127,17 @@ class RecordHandler:
         events = correction_events(done.algorithm, league, done.match_id, done.revision, done.corrections,
                                    self.config.system_for(league).initial_state())
         outcome.outputs.extend(Output("change", league.encode(), _encode(event)) for event in events)
+
+    def derive(self, state: PartitionTransaction, payload: bytes | memoryview) -> None:
+        """Make a changelog entry's local writes again (a restore, a standby): the match
+        saved with the states recorded after it, through the path that applied it."""
+        match, after = entry_of(payload)
+        system = self.config.system_for(match.league)
+        done = apply_match(self.config, PartitionLeagues(state, self.config), match,
+                           outcome=[system.state_from_dict(data) for data in after])
+        if not isinstance(done, Applied):  # the league's late_results changed since: it would re-rate
+            raise RuntimeError(f"changelog entry of match {match.match_id!r} in league {match.league!r} no longer "
+                               "goes at the end of its league (has the league's configuration changed?)")
 
     def take_up(self, state: PartitionTransaction) -> None:
         """A partition taken up: the re-rates it has in progress."""

@@ -23,11 +23,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from . import observe
 from .changelog import ChangelogReader, StartedOver
-from .commit import FLUSH_ROWS, holds
+from .commit import FLUSH_RECORDS, Derive, holds, store_committed
 from .intake import RANGE_FETCH
 from .restore import KafkaChangelog
 from .store import LocalStore
 from .tasks import cancel
+from .transaction import Tables
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +37,11 @@ RETRY_SECONDS = 5.0
 
 
 class Standby:
-    def __init__(self, store: LocalStore, options: dict[str, Any], changelog_topic: str):
+    def __init__(self, store: LocalStore, options: dict[str, Any], changelog_topic: str, tables: Tables,
+                 derive: Derive):
         self.store = store
+        self.tables = tables  # the partitions' key space, and the domain's way to make an entry's writes again
+        self.derive = derive
         self.options = options  # aiokafka connection options
         self.topic = changelog_topic
         self.partitions: list[int] = []
@@ -88,7 +92,7 @@ class Standby:
 
         def flush(p: int) -> None:
             reader = readers[p]
-            self.store.write(p, *reader.take())
+            store_committed(self.store, p, reader, self.tables, self.derive)
             stored[p], flushed[p] = reader.checkpoint.changelog, time.monotonic()
 
         consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="none",
@@ -114,7 +118,7 @@ class Standby:
                 now = time.monotonic()
                 for p, reader in readers.items():
                     if reader.checkpoint.changelog != stored[p] and (
-                            len(reader.rows) >= FLUSH_ROWS or now - flushed[p] >= FLUSH_SECONDS):
+                            len(reader.records) >= FLUSH_RECORDS or now - flushed[p] >= FLUSH_SECONDS):
                         flush(p)
         finally:
             for p, reader in readers.items():  # keep what was read: a take-up starts from there

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
+from ..engine import Match
 from ..events import SEP, format_time
+from ..rating import Applied, log_entry, match_from_log
 from .transaction import Tables
 
 # Tables: one key space per partition, each table's keys behind its own first byte.
@@ -107,3 +111,18 @@ def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
     last = data.pop(LAST_TIME, None)
     data.pop(SNAP, None)
     return data, last
+
+
+# -- the changelog's entries -------------------------------------------------------------
+def entry_payload(applied: Applied) -> bytes:
+    """A result applied at the end of its league's log, as its changelog entry: the
+    league, the log row (rating.log_entry) and each participant's state after it.
+    The local writes of the match follow from it again (stream/records.py)."""
+    match = applied.match
+    return orjson.dumps([match.league, log_entry(match), [change.after.to_dict() for change in applied.changes]])
+
+
+def entry_of(payload: bytes | memoryview) -> tuple[Match, list[dict[str, Any]]]:
+    """An entry's match and the participants' states after it (as dicts)."""
+    league, logged, after = orjson.loads(payload)
+    return match_from_log(league, logged), after

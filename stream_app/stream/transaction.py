@@ -7,11 +7,14 @@ in the order the rules need. docs/design.md has the argument; in short:
 
 - The worker applies matches in batches. During a batch every write goes to
   an in-memory overlay, so later matches of the batch see earlier ones.
-- At the end of a batch (a checkpoint) the overlay becomes rows of the
-  changelog, tagged with the owner's epoch and the batch number, then the
-  checkpoint record; once the broker has acknowledged them, the rows and the
-  checkpoint go into the local store in one write (stream/changelog.py has the
-  rule that reads them back).
+- What the changelog gets is said apart from the local writes: the caller
+  records one entry per input applied (the input and its outcome, from which
+  its local writes follow again) or rows (keys written, as they are).
+- At the end of a batch (a checkpoint) the recorded entries and rows become
+  changelog records, tagged with the owner's epoch and the batch number, then
+  the checkpoint record; once the broker has acknowledged them, the overlay and
+  the checkpoint go into the local store in one write (stream/changelog.py has
+  the rule that reads them back).
 - The checkpoint's input offsets are where input resumes after a restart or a
   rebalance; an input record at or below them was applied and its outputs
   acknowledged: it is skipped.
@@ -24,7 +27,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 import orjson
 
-from .changelog import VALUE_START, Checkpoint, RowWriter, checkpoint_record, input_fingerprint, row_values
+from .changelog import Checkpoint, RecordWriter, checkpoint_record, input_fingerprint
 
 # Reads a committed value: store key -> bytes or None.
 Reader = Callable[[bytes], "bytes | None"]
@@ -58,21 +61,16 @@ _MISSING = object()
 
 
 class CheckpointWrites(NamedTuple):
-    """What a checkpoint writes: the changelog rows, the same rows' new values by store
-    key (None: delete) for the local store, the checkpoint record, and the checkpoint."""
+    """What a checkpoint sends: the changelog's data records, the checkpoint record, and
+    the checkpoint (the local store's values follow once they are acknowledged)."""
 
-    rows: list[tuple[bytes, bytes]]
-    values: dict[bytes, bytes | None]
+    records: list[tuple[bytes, bytes]]
     mark: tuple[bytes, bytes]
     checkpoint: Checkpoint
 
 
 def _first(item: tuple) -> Any:
     return item[0]
-
-
-def _dumps_or_none(value: Any) -> bytes | None:
-    return None if value is None else orjson.dumps(value)
 
 
 def _remember(memo: dict, key: tuple[str, bytes], value: Any) -> None:
@@ -104,7 +102,9 @@ class PartitionTransaction:
         self.to_cache: list[tuple[tuple[str, bytes], Any, int]] = []
         self.reads: dict[tuple[str, bytes], Any] = {}  # the same, for this batch only
         self.changelog_next = checkpoint.changelog + 1  # where this owner's next changelog record lands
-        self.repair: set[bytes] = set()  # keys a replaced worker wrote since: written again next batch
+        # What the changelog gets of the batch, in order: ("entry", payload) or ("row", (store key, value)).
+        self.recorded: list[tuple[str, Any]] = []
+        self.recorded_at = 0  # what was recorded before the savepoint
         # The overlay before each write since the savepoint (None: not kept, see `savepoint`).
         self.journal: list[tuple[tuple[str, bytes], Any]] | None = None
         self.jobs: set[str] = set()  # leagues whose re-rate is in progress (input of the partition waits)
@@ -145,30 +145,38 @@ class PartitionTransaction:
             self.journal.append((item, self.overlay.get(item, _MISSING)))
         self.overlay[item] = value
 
-    def put_new(self, table: str, key: bytes, value: Any) -> None:
-        """Put a key the committed state cannot hold (a new log entry, a player's next
-        history entry): unless the batch already wrote it, its committed value is
-        known to be none, and the commit need not read it (a RocksDB read saved)."""
-        item = (table, key)
-        if item not in self.overlay:
-            self.reads[item] = None
-        self.put(table, key, value)
-
     def savepoint(self, journal: bool) -> None:
         """Where `rollback` goes back to, set before each input record is applied; with
         `journal`, the record's writes are undone if it fails half way (a re-rate:
         a match at the end of its league writes only once it is rated)."""
         self.journal = [] if journal else None
+        self.recorded_at = len(self.recorded)
 
     def rollback(self) -> None:
-        """Undo the overlay's writes since the savepoint."""
-        overlay = self.overlay
-        for item, value in reversed(self.journal or ()):
-            if value is _MISSING:
-                del overlay[item]
-            else:
-                overlay[item] = value
+        """Undo the overlay's writes and what was recorded since the savepoint (without a
+        journal nothing is undone: what was written stays, and so does its record)."""
+        if self.journal is not None:
+            overlay = self.overlay
+            for item, value in reversed(self.journal):
+                if value is _MISSING:
+                    del overlay[item]
+                else:
+                    overlay[item] = value
+            del self.recorded[self.recorded_at:]
         self.journal = None
+
+    def record_entry(self, payload: bytes) -> None:
+        """The changelog gets this entry: an input applied, whose local writes the
+        domain makes again from it at a restore."""
+        self.recorded.append(("entry", payload))
+
+    def record_written(self) -> None:
+        """The changelog gets the keys written since the savepoint as rows, with their
+        values as they are now (a re-rate: its writes are not made again at a restore)."""
+        key, get, dumps = self.tables.key, self.get, orjson.dumps
+        for item in dict.fromkeys(item for item, _ in self.journal or ()):
+            value = get(*item)
+            self.recorded.append(("row", (key(*item), None if value is None else dumps(value))))
 
     def scan(self, table: str, start: bytes, end: bytes, limit: int | None = None,
              raw: bool = False) -> list[tuple[bytes, Any]]:
@@ -230,18 +238,25 @@ class PartitionTransaction:
 
     @property
     def dirty(self) -> bool:
-        return bool(self.overlay or self.offsets or self.repair or self.input_restarted)
+        return bool(self.overlay or self.offsets or self.recorded or self.input_restarted)
 
     def checkpoint_writes(self) -> CheckpointWrites:
-        """This batch's changelog rows and store values, its checkpoint record, and the
-        checkpoint (its changelog offset is set once the broker has acknowledged the record)."""
+        """This batch's changelog records, its checkpoint record, and the checkpoint (its
+        changelog offset is set once the broker has acknowledged the record)."""
         epoch, batch = self.checkpoint.epoch, self.checkpoint.batch + 1
-        row = RowWriter(epoch, batch).row
-        committed = self.committed_value
+        writer = RecordWriter(epoch, batch)
+        records = [writer.entry(payload) if kind == "entry" else writer.row(*payload) for kind, payload in self.recorded]
+        fingerprints = {**self.checkpoint.fingerprints, **{topic: input_fingerprint(r.timestamp, r.key, r.value)
+                                                          for topic, r in self.last_input.items()}}
+        after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets}, fingerprints=fingerprints)
+        return CheckpointWrites(records, checkpoint_record(epoch, batch, after.offsets, fingerprints), after)
+
+    def local_values(self) -> dict[bytes, bytes | None]:
+        """The overlay as the local store takes it: encoded values by store key (None:
+        delete). Built once the changelog has the batch: nothing waits for the acks."""
         dumps = orjson.dumps
         prefix = self.tables.prefixes
         cached_tables = self.tables.cached
-        rows = []
         values: dict[bytes, bytes | None] = {}
         to_cache = self.to_cache = []
         for item, value in self.overlay.items():
@@ -249,36 +264,8 @@ class PartitionTransaction:
             stored = None if value is None else dumps(value)
             if table in cached_tables:
                 to_cache.append((item, value, 0 if stored is None else len(stored)))
-            before = committed(item)
-            if value is None and before is None:
-                continue  # a key written and deleted within the batch (a re-rate's scratch rows)
-            key = prefix[table] + key
-            record = row(key, stored, None if before is None else dumps(before))
-            rows.append(record)
-            # The value sliced from its record: an orjson result keeps the 4 KiB block it
-            # was written in, and the batch's values wait for the broker's acks.
-            values[key] = None if stored is None else record[1][VALUE_START:VALUE_START + len(stored)]
-        again = self.rows_for(set())
-        if again:
-            rows += again
-            values.update(row_values(again))
-        fingerprints = {**self.checkpoint.fingerprints, **{topic: input_fingerprint(r.timestamp, r.key, r.value)
-                                                          for topic, r in self.last_input.items()}}
-        after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets}, fingerprints=fingerprints)
-        return CheckpointWrites(rows, values, checkpoint_record(epoch, batch, after.offsets, fingerprints), after)
-
-    def rows_for(self, keys: set[bytes]) -> list[tuple[bytes, bytes]]:
-        """Rows of the batch in progress that write these keys (and those waiting
-        for repair) again: their values as of the batch."""
-        keys = keys | self.repair
-        self.repair = set()
-        row = RowWriter(self.checkpoint.epoch, self.checkpoint.batch + 1).row
-        rows = []
-        for key in sorted(keys):
-            item = (self.tables.table_of[key[:1]], key[1:])
-            value = self.get(*item)
-            rows.append(row(key, _dumps_or_none(value), _dumps_or_none(self.committed_value(item))))
-        return rows
+            values[prefix[table] + key] = stored
+        return values
 
     def checkpointed(self, checkpoint: Checkpoint) -> None:
         """The batch is committed: the overlay is now the committed state."""
@@ -288,6 +275,7 @@ class PartitionTransaction:
             cache(item, value, size)
         self.to_cache = []
         self.overlay.clear()
+        self.recorded = []
         self.journal = None
         self.reads.clear()
         self.offsets.clear()

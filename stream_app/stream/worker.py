@@ -47,7 +47,9 @@ class Worker:
         self.intake = intake
         self.handler = RecordHandler(config, settings.partitions, settings.forward_topic, settings.rerate_part)
         outputs = {"change": settings.changes_topic, "dead_letter": settings.dlq_topic, "forward": settings.forward_topic}
-        self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs, TABLES)
+        # What a restore needs to make the tables again from the changelog (a standby's too).
+        self.restoring = (TABLES, self.handler.derive)
+        self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs, *self.restoring)
         self.tally = observe.Tally(config)
         self.partitions: dict[int, PartitionTransaction] = {}  # taken up since the last rebalance
         self.failures = 0

@@ -1,57 +1,82 @@
 """The rule that reads a partition's changelog back (stream/changelog.py):
-rows count with their checkpoint, a crashed batch leaves the values before it,
-a take-up fences the writers before it, and a rival take-up that comes second
-is not accepted."""
+data records count with their checkpoint, in order, a crashed batch's are
+dropped, a take-up fences the writers before it, and a rival take-up that comes
+second is not accepted."""
+
+from itertools import count
 
 import orjson
 
-from stream_app.stream.changelog import (Checkpoint, ChangelogReader, checkpoint_record, epoch_key, fence_record,
-                                         input_fingerprint, new_value, old_value, row_record, start_record)
+from stream_app.stream.changelog import (ENTRY, ROW, Checkpoint, ChangelogReader, RecordWriter,
+                                         checkpoint_record, epoch_key, fence_record, input_fingerprint, row_of,
+                                         start_record)
 
 TOPIC = "match-results"
+_PLACES = count()
 
 
 def j(value) -> bytes:
     return orjson.dumps(value)
 
 
+def row_record(epoch: int, batch: int, key: bytes, value: bytes | None) -> tuple[bytes, bytes]:
+    return RecordWriter(epoch, batch, first=next(_PLACES)).row(key, value)
+
+
+def entry_record(epoch: int, batch: int, payload: bytes) -> tuple[bytes, bytes]:
+    return RecordWriter(epoch, batch, first=next(_PLACES)).entry(payload)
+
+
+def rows_of(records: list) -> dict:
+    """Committed row records folded into the values they leave (None: deleted)."""
+    rows = {}
+    for kind, payload in records:
+        assert kind == ROW
+        key, value = row_of(payload)
+        rows[key] = None if value is None else orjson.loads(value)
+    return rows
+
+
 def read(records: list[tuple[bytes, bytes]], start: Checkpoint | None = None) -> tuple[dict, Checkpoint, int]:
     reader = ChangelogReader(start)
     for offset, (key, value) in enumerate(records, start=reader.position):
         reader.feed(offset, key, value)
-    rows, checkpoint, _ = reader.take()
-    return {key: None if value is None else orjson.loads(value) for key, value in rows.items()}, checkpoint, reader.fenced
+    committed, checkpoint, _ = reader.take()
+    return rows_of(committed), checkpoint, reader.fenced
 
 
-def test_rows_count_with_their_checkpoint_and_a_crashed_batch_leaves_the_values_before_it():
+def test_rows_count_with_their_checkpoint_and_a_crashed_batch_is_dropped():
     log = [
         fence_record(1),
-        row_record(1, 1, b"pa", j(1), None),
-        row_record(1, 1, b"pb", j(10), None),
+        row_record(1, 1, b"pa", j(1)),
+        row_record(1, 1, b"pb", j(10)),
         checkpoint_record(1, 1, {TOPIC: 4}),
-        row_record(1, 2, b"pa", j(2), j(1)),  # a batch that never completed
-        row_record(1, 2, b"pc", j(7), None),
+        row_record(1, 2, b"pa", j(2)),  # a batch that never completed
+        row_record(1, 2, b"pc", j(7)),
     ]
     rows, checkpoint, _ = read(log)
     assert rows == {b"pa": 1, b"pb": 10}
     assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets, checkpoint.changelog) == (1, 1, {TOPIC: 4}, 3)
-    # The next owner's fence settles the crashed batch: its keys keep their values before it.
-    rows, checkpoint, _ = read([*log, fence_record(2)])
-    assert rows == {b"pa": 1, b"pb": 10, b"pc": None}
+    # The next owner's fence settles the crashed batch: its records never count.
+    reader = ChangelogReader()
+    for offset, record in enumerate([*log, fence_record(2)]):
+        reader.feed(offset, *record)
+    committed, checkpoint, _ = reader.take()
+    assert rows_of(committed) == {b"pa": 1, b"pb": 10} and not reader.waiting
     assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets) == (2, 1, {TOPIC: 4})
 
 
 def test_a_replaced_writers_late_records_are_ignored():
     log = [
         fence_record(1),
-        row_record(1, 1, b"pa", j(1), None),
+        row_record(1, 1, b"pa", j(1)),
         checkpoint_record(1, 1, {TOPIC: 0}),
         fence_record(2),  # another worker took over
-        row_record(2, 2, b"pa", j(3), j(1)),
-        row_record(1, 2, b"pa", j(2), j(1)),  # the replaced worker's late batch...
+        row_record(2, 2, b"pa", j(3)),
+        row_record(1, 2, b"pa", j(2)),  # the replaced worker's late batch...
         checkpoint_record(1, 2, {TOPIC: 1}),  # ...and its checkpoint
         checkpoint_record(2, 2, {TOPIC: 1}),
-        row_record(1, 3, b"pb", j(9), None),
+        row_record(1, 3, b"pb", j(9)),
     ]
     rows, checkpoint, fenced = read(log)
     assert rows == {b"pa": 3}
@@ -60,7 +85,7 @@ def test_a_replaced_writers_late_records_are_ignored():
 
 
 def test_of_two_take_ups_with_one_epoch_the_first_in_the_log_wins():
-    log = [fence_record(4), fence_record(4), row_record(4, 1, b"pa", j(1), None), checkpoint_record(4, 1, {})]
+    log = [fence_record(4), fence_record(4), row_record(4, 1, b"pa", j(1)), checkpoint_record(4, 1, {})]
     _, checkpoint, fenced = read(log)
     assert checkpoint.changelog == 3 and fenced == 1
     reader = ChangelogReader()
@@ -70,9 +95,9 @@ def test_of_two_take_ups_with_one_epoch_the_first_in_the_log_wins():
 
 
 def test_reading_on_from_a_stored_checkpoint_equals_reading_from_the_start():
-    log = [fence_record(1), row_record(1, 1, b"pa", j(1), None), checkpoint_record(1, 1, {TOPIC: 0}),
-           row_record(1, 2, b"pa", j(2), j(1)), row_record(1, 2, b"pb", j(5), None), checkpoint_record(1, 2, {TOPIC: 1}),
-           fence_record(2), row_record(2, 3, b"pb", j(6), j(5)), checkpoint_record(2, 3, {TOPIC: 2})]
+    log = [fence_record(1), row_record(1, 1, b"pa", j(1)), checkpoint_record(1, 1, {TOPIC: 0}),
+           row_record(1, 2, b"pa", j(2)), row_record(1, 2, b"pb", j(5)), checkpoint_record(1, 2, {TOPIC: 1}),
+           fence_record(2), row_record(2, 3, b"pb", j(6)), checkpoint_record(2, 3, {TOPIC: 2})]
     whole, end, _ = read(log)
     first, middle, _ = read(log[:3])
     rest, end_again, _ = read(log[middle.changelog + 1:], middle)
@@ -84,57 +109,102 @@ def test_a_compacted_changelog_keeps_each_epochs_last_checkpoint():
     """Compaction keeps the last record of each key: each epoch's fence and
     checkpoints share a key, so its last checkpoint stays and commits its rows."""
     assert fence_record(3)[0] == checkpoint_record(3, 9, {})[0] == epoch_key(3) != epoch_key(4)
-    compacted = [row_record(1, 1, b"pa", j(1), None), checkpoint_record(1, 2, {TOPIC: 5}),
-                 row_record(2, 3, b"pb", j(2), None), row_record(2, 4, b"pc", j(3), None),
+    compacted = [row_record(1, 1, b"pa", j(1)), checkpoint_record(1, 2, {TOPIC: 5}),
+                 row_record(2, 3, b"pb", j(2)), row_record(2, 4, b"pc", j(3)),
                  checkpoint_record(2, 3, {TOPIC: 7})]
     rows, checkpoint, _ = read(compacted)
     assert rows == {b"pa": 1, b"pb": 2}  # batch 4 of epoch 2 has no checkpoint: pc waits
     assert (checkpoint.epoch, checkpoint.batch) == (2, 3)
 
 
-def test_a_row_record_keeps_its_byte_layout():
-    # Changelogs outlive releases: a worker reads rows an older one wrote.
-    key, record = row_record(3, 258, b"pa", b"[1]", b"[0]")
-    assert key == b"pa"
-    assert record == (b"D" + bytes(7) + b"\x03" + bytes(6) + b"\x01\x02" + bytes(3) + b"\x03" + b"[1]" + b"[0]")
-    assert new_value(record) == b"[1]" and old_value(record) == b"[0]"
-    assert row_record(1, 1, b"pa", None, None)[1] == b"D" + bytes(7) + b"\x01" + bytes(7) + b"\x01" + bytes(4)
-    assert new_value(row_record(1, 1, b"pa", None, b"x")[1]) is None
+def test_data_records_keep_their_byte_layout_and_each_has_a_key_of_its_own():
+    # Changelogs outlive releases: a worker reads records an older one wrote.
+    writer = RecordWriter(3, 258)
+    key, record = writer.row(b"pa", b"[1]")
+    head = bytes(7) + b"\x03" + bytes(6) + b"\x01\x02"
+    assert key == b"\x01" + head + bytes(4) and record == b"R" + head + b"\x00\x02pa[1]"
+    assert row_of(memoryview(record)[17:]) == (b"pa", b"[1]")
+    key, record = writer.entry(b'["l"]')
+    assert key == b"\x01" + head + b"\x00\x00\x00\x01" and record == b"E" + head + b'["l"]'
+    assert row_of(writer.row(b"pa", None)[1][17:]) == (b"pa", None)
+    assert RecordWriter(3, 259).row(b"pa", b"[1]")[0] != RecordWriter(4, 258).row(b"pa", b"[1]")[0]
+
+
+def test_entries_and_rows_come_out_in_the_order_they_were_written():
+    log = [fence_record(1), entry_record(1, 1, b"e1"), row_record(1, 1, b"pa", j(1)), entry_record(1, 1, b"e2"),
+           checkpoint_record(1, 1, {}), entry_record(1, 2, b"e3"), fence_record(2)]
+    reader = ChangelogReader()
+    for offset, record in enumerate(log):
+        reader.feed(offset, *record)
+    committed, _, _ = reader.take()
+    assert [(kind, bytes(payload)) for kind, payload in committed] == [
+        (ENTRY, b"e1"), (ROW, b"\x00\x02pa1"), (ENTRY, b"e2")]  # e3's batch never completed
+
+
+def old_row(epoch: int, batch: int, key: bytes, value: bytes | None, before: bytes | None) -> tuple[bytes, bytes]:
+    """A row as the format before entries wrote it: keyed by the local key, with its new
+    value and its value before the batch."""
+    value = value or b""
+    return key, b"D" + epoch.to_bytes(8, "big") + batch.to_bytes(8, "big") + len(value).to_bytes(4, "big") + value + (
+        before or b"")
+
+
+def test_a_changelog_written_before_entries_reads_by_its_old_rule_and_entries_follow_it():
+    log = [
+        fence_record(1),
+        old_row(1, 1, b"pa", j(1), None),
+        old_row(1, 1, b"pb", j(10), None),
+        checkpoint_record(1, 1, {TOPIC: 4}),
+        old_row(1, 2, b"pa", j(2), j(1)),  # a batch that never completed: its values before stand
+        old_row(1, 2, b"pc", j(7), None),
+        fence_record(2),  # the new release takes the partition up
+        row_record(2, 2, b"pd", j(4)),  # its first batch follows the fence's (which keeps batch 1)
+        entry_record(2, 2, b"e1"),
+        checkpoint_record(2, 2, {TOPIC: 6}),
+    ]
+    reader = ChangelogReader()
+    for offset, record in enumerate(log):
+        reader.feed(offset, *record)
+    committed, checkpoint, _ = reader.take()
+    assert rows_of(committed[:-1]) == {b"pa": 1, b"pb": 10, b"pc": None, b"pd": 4}
+    assert rows_of(committed[:4]) == {b"pa": 1, b"pb": 10, b"pc": None}  # pa's value before, pc deleted
+    assert (committed[-1][0], bytes(committed[-1][1])) == (ENTRY, b"e1")
+    assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets) == (2, 2, {TOPIC: 6})
 
 
 def test_a_start_voids_everything_before_it_and_its_rows_count_with_its_checkpoint():
-    log = [fence_record(1), row_record(1, 1, b"pa", j(1), None), row_record(1, 1, b"pb", j(2), None),
-           checkpoint_record(1, 1, {TOPIC: 4}), row_record(1, 2, b"pa", j(3), j(1)),  # a batch cut short
-           start_record(2), row_record(2, 1, b"pb", j(7), None), row_record(2, 1, b"pc", j(8), None),
+    log = [fence_record(1), row_record(1, 1, b"pa", j(1)), row_record(1, 1, b"pb", j(2)),
+           checkpoint_record(1, 1, {TOPIC: 4}), row_record(1, 2, b"pa", j(3)),  # a batch cut short
+           start_record(2), row_record(2, 1, b"pb", j(7)), row_record(2, 1, b"pc", j(8)),
            checkpoint_record(2, 1, {TOPIC: 9}, {TOPIC: 77})]
     reader = ChangelogReader()
     for offset, (key, value) in enumerate(log):
         reader.feed(offset, key, value)
         if offset == 4:
             assert reader.take()[2] is False  # nothing to wipe before the start
-    rows, checkpoint, wipe = reader.take()
+    committed, checkpoint, wipe = reader.take()
     assert wipe  # a store that held the state before the start must drop it
-    assert {key: orjson.loads(value) for key, value in rows.items()} == {b"pb": 7, b"pc": 8}  # pa: gone with the start
+    assert rows_of(committed) == {b"pb": 7, b"pc": 8}  # pa: gone with the start
     assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets, checkpoint.fingerprints) == (2, 1, {TOPIC: 9}, {TOPIC: 77})
     assert checkpoint.changelog == 8
 
 
 def test_a_start_of_an_epoch_already_accepted_is_dropped_like_a_rival_fence():
-    log = [fence_record(3), row_record(3, 1, b"pa", j(1), None), checkpoint_record(3, 1, {TOPIC: 0}),
-           start_record(3), row_record(3, 1, b"pb", j(2), None), checkpoint_record(3, 1, {TOPIC: 1})]
+    log = [fence_record(3), row_record(3, 1, b"pa", j(1)), checkpoint_record(3, 1, {TOPIC: 0}),
+           start_record(3), row_record(3, 1, b"pb", j(2)), checkpoint_record(3, 1, {TOPIC: 1})]
     rows, checkpoint, fenced = read(log)
     assert rows == {b"pa": 1} and checkpoint.changelog == 2 and fenced == 2
 
 
 def test_reading_from_a_start_offset_wipes_what_the_store_held():
-    log = [fence_record(1), row_record(1, 1, b"pa", j(1), None), checkpoint_record(1, 1, {TOPIC: 0}),
-           start_record(5), row_record(5, 1, b"pb", j(2), None), checkpoint_record(5, 1, {TOPIC: 3})]
+    log = [fence_record(1), row_record(1, 1, b"pa", j(1)), checkpoint_record(1, 1, {TOPIC: 0}),
+           start_record(5), row_record(5, 1, b"pb", j(2)), checkpoint_record(5, 1, {TOPIC: 3})]
     reader = ChangelogReader(start=3)
     assert reader.position == 3
     for offset in range(3, len(log)):
         reader.feed(offset, *log[offset])
-    rows, checkpoint, wipe = reader.take()
-    assert wipe and set(rows) == {b"pb"} and (checkpoint.epoch, checkpoint.offsets) == (5, {TOPIC: 3})
+    committed, checkpoint, wipe = reader.take()
+    assert wipe and set(rows_of(committed)) == {b"pb"} and (checkpoint.epoch, checkpoint.offsets) == (5, {TOPIC: 3})
 
 
 def test_checkpoints_keep_fingerprints_and_records_written_before_them_still_read():
@@ -158,26 +228,25 @@ def test_an_input_fingerprint_tells_a_record_sent_again_or_another_from_the_one_
 
 def test_a_start_that_never_completes_leaves_the_state_before_it():
     """A write-back cut short (its worker died before the checkpoint) wipes nothing;
-    when a later mark abandons it, its rows are dropped rather than reverted (their
-    value before is none: reverting would delete the keys)."""
-    before = [fence_record(1), row_record(1, 1, b"pa", j(1), None), checkpoint_record(1, 1, {TOPIC: 0})]
-    cut = [start_record(4), row_record(4, 1, b"pa", j(9), None), row_record(4, 1, b"pz", j(9), None)]
+    when a later mark abandons it, its rows are dropped."""
+    before = [fence_record(1), row_record(1, 1, b"pa", j(1)), checkpoint_record(1, 1, {TOPIC: 0})]
+    cut = [start_record(4), row_record(4, 1, b"pa", j(9)), row_record(4, 1, b"pz", j(9))]
     rows, checkpoint, _ = read(before + cut)
     assert rows == {b"pa": 1} and checkpoint.epoch == 1
     reader = ChangelogReader()
     for offset, (key, value) in enumerate(before + cut + [fence_record(5)]):
         reader.feed(offset, key, value)
-    rows, checkpoint, wipe = reader.take()
-    assert not wipe and {k: orjson.loads(v) for k, v in rows.items()} == {b"pa": 1} and checkpoint.epoch == 5
+    committed, checkpoint, wipe = reader.take()
+    assert not wipe and rows_of(committed) == {b"pa": 1} and checkpoint.epoch == 5
     # Written back again under a higher epoch, complete this time.
-    again = [start_record(6), row_record(6, 1, b"pb", j(2), None), checkpoint_record(6, 1, {TOPIC: 3})]
+    again = [start_record(6), row_record(6, 1, b"pb", j(2)), checkpoint_record(6, 1, {TOPIC: 3})]
     rows, checkpoint, _ = read(before + cut + again)
     assert rows == {b"pb": 2} and (checkpoint.epoch, checkpoint.batch) == (6, 1)
 
 
 def test_compaction_keeps_every_start():
     assert start_record(3)[0] not in (epoch_key(3), start_record(4)[0], fence_record(3)[0])
-    compacted = [row_record(1, 1, b"pa", j(1), None), checkpoint_record(1, 1, {TOPIC: 5}),
-                 start_record(2), row_record(2, 1, b"pb", j(2), None), checkpoint_record(2, 1, {TOPIC: 0})]
+    compacted = [row_record(1, 1, b"pa", j(1)), checkpoint_record(1, 1, {TOPIC: 5}),
+                 start_record(2), row_record(2, 1, b"pb", j(2)), checkpoint_record(2, 1, {TOPIC: 0})]
     rows, checkpoint, _ = read(compacted)
     assert rows == {b"pb": 2} and checkpoint.epoch == 2

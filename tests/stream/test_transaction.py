@@ -5,40 +5,38 @@ test_changelog.py."""
 
 import orjson
 
-from stream_app.stream.changelog import Checkpoint, ChangelogReader, new_value, old_value
+from stream_app.stream.changelog import ENTRY, Checkpoint, ChangelogReader, row_of
 from stream_app.stream.tables import MATCHES, PLAYERS, TABLES, store_key
 from stream_app.stream.transaction import PartitionTransaction
 
 TOPIC = "match-results"
 
 
-def test_a_batch_reads_its_own_writes_and_commits_them_only_at_its_checkpoint():
+def test_a_batch_reads_its_own_writes_and_the_changelog_gets_only_what_was_recorded():
     committed = {store_key(PLAYERS, b"l\x1fa"): orjson.dumps({"rating": 1.0})}
     state = PartitionTransaction(0, Checkpoint(epoch=3, batch=7), committed.get, TABLES)
     assert state.get(PLAYERS, b"l\x1fa") == {"rating": 1.0}
     state.put(PLAYERS, b"l\x1fa", {"rating": 2.0})
     state.put(MATCHES, b"l\x1fm1", {"seq": 1})
+    state.record_entry(b"m1 applied")
     assert state.get(PLAYERS, b"l\x1fa") == {"rating": 2.0}
     assert state.committed_value((PLAYERS, b"l\x1fa")) == {"rating": 1.0}
-    rows, values, mark, after = state.checkpoint_writes()
-    # Each row has the owner's epoch and the next batch, the new value and the one before.
-    by_key = dict(rows)
-    assert values == {key: new_value(record) for key, record in rows}  # what the local store gets
-    record = by_key[store_key(PLAYERS, b"l\x1fa")]
-    assert orjson.loads(new_value(record)) == {"rating": 2.0} and orjson.loads(old_value(record)) == {"rating": 1.0}
-    assert old_value(by_key[store_key(MATCHES, b"l\x1fm1")]) is None
+    records, mark, after = state.checkpoint_writes()
+    assert [value for _, value in records] == [b"E" + bytes(7) + b"\x03" + bytes(7) + b"\x08" + b"m1 applied"]
     assert (after.epoch, after.batch) == (3, 8)
-    # Read back: the rows count only with their checkpoint.
+    # The local store gets the batch's writes; the changelog, its entry.
+    assert state.local_values() == {store_key(PLAYERS, b"l\x1fa"): b'{"rating":2.0}',
+                                    store_key(MATCHES, b"l\x1fm1"): b'{"seq":1}'}
+    # Read back: the entry counts only with its checkpoint.
     reader = ChangelogReader(Checkpoint(epoch=3, batch=7, changelog=9))
-    for offset, (key, value) in enumerate([*rows, mark], start=10):
-        reader.feed(offset, key, value)
-        if offset == 11:
-            assert reader.take()[0] == {}
-    committed_rows, checkpoint, _ = reader.take()
-    assert orjson.loads(committed_rows[store_key(PLAYERS, b"l\x1fa")]) == {"rating": 2.0}
-    assert (checkpoint.epoch, checkpoint.batch, checkpoint.changelog) == (3, 8, 12)
+    reader.feed(10, *records[0])
+    assert reader.take()[0] == []
+    reader.feed(11, *mark)
+    committed_records, checkpoint, _ = reader.take()
+    assert [(kind, bytes(payload)) for kind, payload in committed_records] == [(ENTRY, b"m1 applied")]
+    assert (checkpoint.epoch, checkpoint.batch, checkpoint.changelog) == (3, 8, 11)
     state.checkpointed(after)
-    assert state.get(PLAYERS, b"l\x1fa") == {"rating": 2.0} and not state.overlay
+    assert state.get(PLAYERS, b"l\x1fa") == {"rating": 2.0} and not state.overlay and not state.recorded
 
 
 def test_offsets_at_or_below_the_checkpoint_are_applied_and_the_next_one_is_expected():
@@ -47,24 +45,41 @@ def test_offsets_at_or_below_the_checkpoint_are_applied_and_the_next_one_is_expe
     assert state.next_offset(TOPIC) == 42 and state.next_offset("other") is None
     state.note_offset(TOPIC, 42)
     assert state.already_applied(TOPIC, 42) and state.next_offset(TOPIC) == 43
-    _, _, _, after = state.checkpoint_writes()
+    _, _, after = state.checkpoint_writes()
     assert after.offsets == {TOPIC: 42}
 
 
-def test_keys_a_replaced_worker_wrote_are_written_again_with_the_owners_values():
+def test_the_keys_written_since_the_savepoint_are_recorded_as_rows_with_their_values_now():
     committed = {store_key(PLAYERS, b"l\x1fa"): orjson.dumps({"rating": 1.0})}
     state = PartitionTransaction(0, Checkpoint(epoch=2, batch=1), committed.get, TABLES)
+    state.put(PLAYERS, b"l\x1fz", {"rating": 9.0})  # before the savepoint: not this record's
+    state.savepoint(journal=True)
+    state.put(PLAYERS, b"l\x1fa", {"rating": 3.0})
     state.put(PLAYERS, b"l\x1fb", {"rating": 5.0})
-    again = dict(state.rows_for({store_key(PLAYERS, b"l\x1fa"), store_key(PLAYERS, b"l\x1fb"),
-                                 store_key(PLAYERS, b"l\x1fz")}))
-    assert orjson.loads(new_value(again[store_key(PLAYERS, b"l\x1fa")])) == {"rating": 1.0}
-    assert orjson.loads(new_value(again[store_key(PLAYERS, b"l\x1fb")])) == {"rating": 5.0}
-    assert new_value(again[store_key(PLAYERS, b"l\x1fz")]) is None  # the owner has none: a deletion
-    state.repair = {store_key(PLAYERS, b"l\x1fa")}
-    rows, values, _, _ = state.checkpoint_writes()
-    assert {key for key, _ in rows} == {store_key(PLAYERS, b"l\x1fa"), store_key(PLAYERS, b"l\x1fb")}
-    assert orjson.loads(values[store_key(PLAYERS, b"l\x1fa")]) == {"rating": 1.0}  # the repair, stored too
-    assert not state.repair
+    state.put(PLAYERS, b"l\x1fa", None)
+    state.record_written()
+    records, _, _ = state.checkpoint_writes()
+    assert [row_of(memoryview(value)[17:]) for _, value in records] == [
+        (store_key(PLAYERS, b"l\x1fa"), None), (store_key(PLAYERS, b"l\x1fb"), b'{"rating":5.0}')]
+    assert len({key for key, _ in records}) == 2
+
+
+def test_a_rollback_undoes_the_writes_and_the_records_since_the_savepoint():
+    state = PartitionTransaction(0, Checkpoint(epoch=1), lambda key: None, TABLES)
+    state.savepoint(journal=True)
+    state.put(PLAYERS, b"l\x1fa", {"rating": 1.0})
+    state.record_entry(b"first")
+    state.savepoint(journal=True)
+    state.put(PLAYERS, b"l\x1fa", {"rating": 2.0})
+    state.record_entry(b"second")
+    state.rollback()
+    assert state.get(PLAYERS, b"l\x1fa") == {"rating": 1.0} and state.recorded == [("entry", b"first")]
+    # Without a journal nothing is undone: what was written stays, and so does its record.
+    state.savepoint(journal=False)
+    state.put(PLAYERS, b"l\x1fa", {"rating": 4.0})
+    state.record_entry(b"third")
+    state.rollback()
+    assert state.get(PLAYERS, b"l\x1fa") == {"rating": 4.0} and len(state.recorded) == 2
 
 
 def test_the_cache_of_committed_players_starts_over_past_its_bytes(monkeypatch):
@@ -84,11 +99,13 @@ def test_the_cache_of_committed_players_starts_over_past_its_bytes(monkeypatch):
     assert len(reads) == 4 and state.cache_bytes == 2 * len(value)
     # A batch's rows count, once committed, with the bytes they are stored in.
     state.put(PLAYERS, b"l\x1f2", {"rating": 1.0})
-    _, _, _, after = state.checkpoint_writes()
+    _, _, after = state.checkpoint_writes()
+    state.local_values()
     state.checkpointed(after)
     assert state.cache_bytes == 2 * len(value) + small and state.to_cache == []
     assert state.get(PLAYERS, b"l\x1f2") == {"rating": 1.0} and len(reads) == 4
     state.put(PLAYERS, b"l\x1f0", {"rating": 2.0})
-    _, _, _, after = state.checkpoint_writes()
+    _, _, after = state.checkpoint_writes()
+    state.local_values()
     state.checkpointed(after)  # past the bytes: started over
     assert state.cache == {(PLAYERS, b"l\x1f0"): {"rating": 2.0}} and state.cache_bytes == small
