@@ -45,9 +45,10 @@ def apply_match(config: LeagueConfig, state: LeagueState, match: Match, budget: 
     """
     league = match.league
     rule, record = _league(config, state, league, match.match_id)
-    if state.placed(league, match.match_id) is not None:
-        raise DuplicateMatch(match)
-    _check(rule.system, match)
+    if outcome is None:  # (a recorded outcome passed both checks when it was rated)
+        if state.placed(league, match.match_id) is not None:
+            raise DuplicateMatch(match)
+        _check(rule.system, match)
     arrival = record.get("received", record["matches"])
     order_time = record.get("order_time")
     time = match.time

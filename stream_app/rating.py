@@ -117,8 +117,8 @@ class LeagueState(Protocol):
 
     def put_player(self, league: str, name: str, record: PlayerRecord | None) -> None: ...
 
-    def put_history(self, league: str, player: str, entry: dict[str, Any], time: float | None) -> None:
-        """Write a history entry (and drop the one history_max pushes out)."""
+    def put_history(self, league: str, player: str, row: list[Any]) -> None:
+        """Write a history row (and drop the one history_max pushes out)."""
 
     def forget_history(self, league: str, player: str, first: int, last: int) -> None:
         """Delete the player's history entries first..last (seq)."""
@@ -163,23 +163,40 @@ class Applied:
     prior: list[PlayerState | None]  # each participant's state before the match (None: a newcomer)
     changes: list[RatingChange]  # in participant order
     record: dict[str, Any]  # the league's record after the match
-    history: list[dict[str, Any]]  # each participant's history entry, in participant order (or none)
+    history: list[list[Any]]  # each participant's history row (history_row), in participant order (or none)
     place: Place
 
 
 CAUSE_MATCH = "match"  # a history entry written by a match applied
 
 
-def history_entry(match: Match, participant: Participant, change: RatingChange, occurred_at: str | None,
-                  cause: str = CAUSE_MATCH) -> dict[str, Any]:
-    """One rating change of a player's history. `seq` numbers a player's entries in
-    the league from 1: a match's entry is the player's match count after it."""
-    entry = {"seq": change.after.matches, "match_id": match.match_id, "occurred_at": occurred_at,
-             "rank": participant.rank, "rating_before": change.before.rating, "rating_after": change.after.rating}
-    uncertainty = change.after.uncertainty
-    if uncertainty is not None:
-        entry["uncertainty"] = uncertainty
-    entry["cause"] = cause
+# A history entry's fields, in the order of its row: what the stores keep (a list, half
+# the bytes of the object the API answers) and `history_entry` turns into that object.
+HISTORY_FIELDS = ("seq", "match_id", "occurred_at", "rank", "rating_before", "rating_after", "uncertainty", "cause")
+
+
+def history_row(match: Match, participant: Participant, change: RatingChange, cause: str = CAUSE_MATCH) -> list[Any]:
+    """One rating change of a player's history, as kept. `seq` numbers a player's entries
+    in the league from 1: a match's entry is the player's match count after it; the
+    time is the match's seconds (None: it had no occurred_at)."""
+    return [change.after.matches, match.match_id, match.time, participant.rank, change.before.rating,
+            change.after.rating, change.after.uncertainty, cause]
+
+
+def history_dropped(seq: int, history_max: int | None) -> int | None:
+    """The seq of the entry that writing entry `seq` pushes out (None: none): a player
+    keeps their last `history_max` entries (None: all)."""
+    return seq - history_max if history_max is not None and seq > history_max else None
+
+
+def history_entry(row: list[Any]) -> dict[str, Any]:
+    """A history row as the API and `ratings replay --history` give it: `occurred_at` as
+    text, no `uncertainty` for a system without one."""
+    entry = dict(zip(HISTORY_FIELDS, row))
+    if entry["occurred_at"] is not None:
+        entry["occurred_at"] = format_time(entry["occurred_at"])
+    if entry["uncertainty"] is None:
+        del entry["uncertainty"]
     return entry
 
 
@@ -248,9 +265,7 @@ def apply_at(rule: LeagueRule, state: LeagueState, record: dict[str, Any], match
         after["latest_time"] = match.time  # the league's latest occurred_at: inactivity counts from it
     history = []
     if rule.options.history_max != 0 and state.keeps_history:
-        occurred_at = None if match.time is None else format_time(match.time)
-        history = [history_entry(match, participant, change, occurred_at)
-                   for participant, change in zip(match.participants, changes)]
+        history = [history_row(match, participant, change) for participant, change in zip(match.participants, changes)]
     applied = Applied(rule.algorithm, match, prior, changes, after, history, Place(key, boundary, opened, new))
     state.save(applied)
     return applied

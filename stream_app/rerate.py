@@ -234,8 +234,8 @@ class _Rerating:
                 state.put_snapshot(league, boundary, name, record)
             last = match.time if match.time is not None else (None if record is None else record.last_time)
             working.set(name, PlayerRecord(change.after, last, boundary))
-        for change, entry in zip(applied.changes, applied.history):
-            state.put_history(league, change.player, entry, match.time)
+        for change, row in zip(applied.changes, applied.history):
+            state.put_history(league, change.player, row)
         if place.opened is not None:
             state.put_boundary(league, boundary, place.key, place.opened)
 

@@ -1,12 +1,13 @@
 """apply.apply_match: the one path that applies a match, for replay and stream."""
 
+import orjson
 import pytest
 
 from stream_app.events import BadEvent, parse_match
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.apply import apply_match
-from stream_app.rating import DuplicateMatch
+from stream_app.rating import DuplicateMatch, history_entry
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n[leagues."kart*"]\nalgorithm = "elo-pairwise"\n')
 
@@ -99,7 +100,7 @@ def test_each_participant_gets_a_history_entry_numbered_by_its_match_count():
     assert b == {"seq": 2, "match_id": "2", "occurred_at": "2026-03-04T05:06:07Z", "rank": 1,
                  "rating_before": written[1][2]["rating_after"], "rating_after": ledger.state("chess", "b").rating,
                  "cause": "match"}
-    assert applied.history == [b, written[3][2]]
+    assert [history_entry(row) for row in applied.history] == [b, written[3][2]]
     assert written[0][2]["occurred_at"] is None and "uncertainty" not in written[0][2]  # elo has none
     assert ledger.league("chess")["latest_time"] == timed.time
 
@@ -108,7 +109,7 @@ def test_history_entries_carry_the_uncertainty_of_systems_that_have_one_and_none
     config = LeagueConfig.from_toml('[default]\nalgorithm = "elo-mmr"\n[leagues."quiet"]\nalgorithm = "elo"\nhistory_max = 0\n')
     ledger = Ledger(config, keep_history=True)
     applied = apply_match(config, ledger, match("1", "a", "b", "c"))
-    assert [entry["uncertainty"] for entry in applied.history] == [change.after.sigma for change in applied.changes]
+    assert [history_entry(row)["uncertainty"] for row in applied.history] == [change.after.sigma for change in applied.changes]
     assert apply_match(config, ledger, match("1", "a", "b", league="quiet")).history == []
 
 
@@ -118,3 +119,19 @@ def test_no_history_entries_are_built_for_a_state_that_does_not_keep_them():
     applied = apply_match(CONFIG, ledger, match("1", "a", "b"))
     assert applied.history == [] and ledger.histories == {}
     assert ledger.state("chess", "a") == applied.changes[0].after
+
+
+def test_a_history_row_is_compact_and_gives_the_entry_the_api_answers():
+    timed = parse_match({"league": "chess", "match_id": "m-9", "occurred_at": "2026-01-01T00:01:00Z",
+                         "participants": [{"player": "a", "rank": 2}, {"player": "b", "rank": 1}]})
+    ledger = Ledger(LeagueConfig.from_toml('[default]\nalgorithm = "elo-mmr"\n'), keep_history=True)
+    ledger.apply(match("0", "a", "b"))
+    applied = apply_match(ledger.config, ledger, timed)
+    row = applied.history[0]
+    entry = history_entry(orjson.loads(orjson.dumps(row)))
+    assert entry == {"seq": 2, "match_id": "m-9", "occurred_at": "2026-01-01T00:01:00Z", "rank": 2,
+                     "rating_before": applied.changes[0].before.rating, "rating_after": applied.changes[0].after.rating,
+                     "uncertainty": applied.changes[0].after.sigma, "cause": "match"}
+    assert len(orjson.dumps(row)) < 0.7 * len(orjson.dumps(entry))
+    untimed = history_entry(ledger.histories[("chess", "a")][1])
+    assert untimed["occurred_at"] is None and untimed["seq"] == 1

@@ -10,7 +10,7 @@ from ..engine import Match, PlayerState, RatingChange, RatingSystem
 from ..events import Correction, Void
 from ..leagues import LeagueConfig
 from ..apply import apply
-from ..rating import VOIDED, Applied, DuplicateMatch, PlayerRecord, needs_snapshot
+from ..rating import VOIDED, Applied, DuplicateMatch, PlayerRecord, history_dropped, history_entry, needs_snapshot
 from ..rerate import MemoryRecords, Rerated
 
 _PLAYER = attrgetter("player")
@@ -34,7 +34,7 @@ class Ledger:
         self.workings: dict[str, MemoryRecords] = {}  # league -> a re-rate's working records
         self.jobs: dict[str, dict[str, Any]] = {}  # league -> a re-rate job stopped by a budget
         self.keeps_history = keep_history
-        self.histories: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}  # (league, player) -> seq -> entry
+        self.histories: dict[tuple[str, str], dict[int, list[Any]]] = {}  # (league, player) -> seq -> row
         self.applied = 0
         self.duplicates = 0
         self.rerates = 0
@@ -100,8 +100,8 @@ class Ledger:
             self.put_boundary(league, boundary, place.key, place.opened)
         self.records[league] = applied.record
         if self.keeps_history:
-            for change, entry in zip(changes, applied.history):
-                self.put_history(league, change.player, entry, match.time)
+            for change, row in zip(changes, applied.history):
+                self.put_history(league, change.player, row)
 
     # -- LeagueState: re-rates ------------------------------------------------------------
     def put_league(self, league: str, record: dict[str, Any]) -> None:
@@ -161,15 +161,15 @@ class Ledger:
             players[name] = record.state
             snaps[name] = record.snap
 
-    def put_history(self, league: str, player: str, entry: dict[str, Any], time: float | None) -> None:
+    def put_history(self, league: str, player: str, row: list[Any]) -> None:
         if not self.keeps_history:
             return
         entries = self.histories.setdefault((league, player), {})
-        seq = entry["seq"]
-        entries[seq] = entry
-        kept = self.config.options_for(league).history_max
-        if kept is not None:
-            entries.pop(seq - kept, None)
+        seq = row[0]
+        entries[seq] = row
+        dropped = history_dropped(seq, self.config.options_for(league).history_max)
+        if dropped is not None:
+            entries.pop(dropped, None)
 
     def forget_history(self, league: str, player: str, first: int, last: int) -> None:
         entries = self.histories.get((league, player))
@@ -198,8 +198,8 @@ class Ledger:
 
     def history(self, league: str, player: str) -> list[dict[str, Any]]:
         """The player's history entries, oldest first (`keep_history` only)."""
-        entries = self.histories.get((league, player), {})
-        return [entries[seq] for seq in sorted(entries)]
+        rows = self.histories.get((league, player), {})
+        return [history_entry(rows[seq]) for seq in sorted(rows)]
 
     def snapshot(self) -> dict[str, dict[str, dict[str, Any]]]:
         """{league: {player: {rating, matches, ...extras}}}: the replay output."""

@@ -11,10 +11,10 @@ import orjson
 
 from ..engine import Match, PlayerState, RatingSystem
 from ..leagues import LeagueConfig
-from ..rating import ABSENT, Applied, PlayerRecord, log_entry, match_from_log
+from ..rating import ABSENT, Applied, PlayerRecord, history_dropped, log_entry, match_from_log
 from .tables import (BOUNDARIES, HISTORY, JOBS, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SNAP, SNAPSHOTS, WORKING,
                      boundary_key, history_key, league_prefix, log_key, match_key, player_key, player_state,
-                     snapshot_key, stored_history)
+                     snapshot_key)
 from .transaction import PartitionTransaction
 
 
@@ -78,21 +78,15 @@ class PartitionLeagues:
         if place.opened is not None:
             self.put_boundary(league, boundary, place.key, place.opened)
         put(LEAGUES, league.encode(), applied.record)
-        if applied.history:
-            kept = self.config.rule_for(league).options.history_max
-            time = match.time
-            for change, entry in zip(applied.changes, applied.history):
-                seq = entry["seq"]
-                put(HISTORY, history_key(league, change.player, seq), stored_history(entry, time))
-                if kept is not None and seq > kept:  # bounded: the entry that falls out goes
-                    put(HISTORY, history_key(league, change.player, seq - kept), None)
+        for change, row in zip(applied.changes, applied.history):
+            self.put_history(league, change.player, row)
 
-    def put_history(self, league: str, player: str, entry: dict[str, Any], time: float | None) -> None:
-        seq = entry["seq"]
-        self.state.put(HISTORY, history_key(league, player, seq), stored_history(entry, time))
-        kept = self.config.rule_for(league).options.history_max
-        if kept is not None and seq > kept:
-            self.state.put(HISTORY, history_key(league, player, seq - kept), None)
+    def put_history(self, league: str, player: str, row: list[Any]) -> None:
+        seq = row[0]
+        self.state.put(HISTORY, history_key(league, player, seq), row)
+        dropped = history_dropped(seq, self.config.rule_for(league).options.history_max)
+        if dropped is not None:
+            self.state.put(HISTORY, history_key(league, player, dropped), None)
 
     # -- re-rates (rerate.py) -----------------------------------------------------------------
     def put_league(self, league: str, record: dict[str, Any]) -> None:

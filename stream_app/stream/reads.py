@@ -24,9 +24,10 @@ import orjson
 
 from ..events import SEP
 from ..leagues import LeagueConfig
+from ..rating import history_entry
 from ..standings import Standing, Standings
 from .partitioner import league_partition
-from .tables import (HISTORY, LAST_TIME, LEAGUES, PLAYERS, history_from_store, history_prefix, league_prefix, player_key,
+from .tables import (HISTORY, LAST_TIME, LEAGUES, PLAYERS, history_prefix, league_prefix, player_key,
                     player_state, seq_of, store_key)
 from .store import LocalStore
 
@@ -85,7 +86,7 @@ class Reads:
         prefix = store_key(HISTORY, history_prefix(league, player))
         below = prefix + (_TOP if before is None else before.to_bytes(8, "big"))
         rows = self.store.scan_back(league_partition(league, self.partitions), prefix, below, limit + 1)
-        entries = [history_from_store(orjson.loads(value)) for _, value in rows[:limit]]
+        entries = [history_entry(orjson.loads(value)) for _, value in rows[:limit]]
         return entries, (seq_of(rows[limit - 1][0]) if len(rows) > limit else None)
 
     # -- standings -----------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from ..engine import Match
-from ..events import SEP, format_time
+from ..events import SEP
 from ..rating import Applied, log_entry, match_from_log
 from .transaction import Tables
 
@@ -72,27 +72,6 @@ def boundary_key(league: str, number: int) -> bytes:
 def snapshot_key(league: str, number: int, player: str) -> bytes:
     """By boundary, then player: a re-rate reads the rows from its boundary on in one scan."""
     return boundary_key(league, number) + player.encode()
-
-
-# A history entry is stored as a list in this order (half the bytes of the object the
-# API answers: every entry is a changelog record, and compaction never merges them).
-_HISTORY_FIELDS = ("seq", "match_id", "occurred_at", "rank", "rating_before", "rating_after", "uncertainty", "cause")
-
-
-def stored_history(entry: dict[str, Any], time: float | None) -> list[Any]:
-    """An entry (rating.history_entry) as stored; `occurred_at` as the match's seconds."""
-    return [entry["seq"], entry["match_id"], time, entry["rank"], entry["rating_before"], entry["rating_after"],
-            entry.get("uncertainty"), entry["cause"]]
-
-
-def history_from_store(value: list[Any]) -> dict[str, Any]:
-    """The entry back, equal to the one rating.history_entry built."""
-    entry = dict(zip(_HISTORY_FIELDS, value))
-    if entry["occurred_at"] is not None:
-        entry["occurred_at"] = format_time(entry["occurred_at"])
-    if entry["uncertainty"] is None:
-        del entry["uncertainty"]
-    return entry
 
 
 # The stream's player record is the rating state plus the time of the player's

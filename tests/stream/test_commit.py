@@ -29,8 +29,8 @@ from stream_app.stream.commit import Fenced, store_committed
 from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
-from stream_app.stream.tables import (HISTORY, LEAGUES, PLAYERS, TABLE_PREFIX, TABLES, history_from_store, history_prefix,
-                                      player_state)
+from stream_app.rating import history_entry
+from stream_app.stream.tables import HISTORY, LEAGUES, PLAYERS, TABLE_PREFIX, TABLES, history_prefix, player_state
 from stream_app.stream.store import LocalStore
 from stream_app.stream.worker import Worker
 from tests.support.corrections import CONFIG as CORRECTIONS_CONFIG
@@ -435,7 +435,7 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
     for league, players in ledger.leagues.items():
         for player in players:
             prefix = history_prefix(league, player)
-            stored = [history_from_store(v) for k, v in sorted(history.items()) if k.startswith(prefix)]
+            stored = [history_entry(v) for k, v in sorted(history.items()) if k.startswith(prefix)]
             assert stored == ledger.history(league, player), (league, player)
     published: dict[str, set[bytes]] = defaultdict(set)
     for value in broker.values(SETTINGS.changes_topic):
