@@ -58,7 +58,9 @@ from .transaction import PartitionTransaction, Tables
 
 log = logging.getLogger(__name__)
 
-FLUSH_RECORDS = 20_000  # a restore stores what this many changelog records make in one write
+# A restore stores what this many changelog records make in one write: an entry makes about eight
+# local keys, and smaller writes restored faster (docs/performance.md, Recovery).
+FLUSH_RECORDS = 2_000
 # Makes a changelog entry's local writes again, through the transaction (the domain's: stream/records.py).
 Derive = Callable[[PartitionTransaction, memoryview], None]
 # Event-loop turns the producer gets to put the outputs on the wire before the
@@ -287,7 +289,7 @@ async def holds(changelog: Changelog, topic: str, partition: int, checkpoint: Ch
 
 def transaction(store: LocalStore, partition: int, checkpoint: Checkpoint, tables: Tables) -> PartitionTransaction:
     """A transaction over the partition's local store, from its checkpoint."""
-    return PartitionTransaction(partition, checkpoint, lambda key: store.get(partition, key), tables,
+    return PartitionTransaction(partition, checkpoint, store.reader(partition), tables,
                                 lambda start, end: store.scan_range(partition, start, end))
 
 

@@ -84,7 +84,7 @@ class PartitionLeagues:
     def put_history(self, league: str, player: str, row: list[Any]) -> None:
         seq = row[0]
         self.state.put(HISTORY, history_key(league, player, seq), row)
-        dropped = history_dropped(seq, self.config.rule_for(league).options.history_max)
+        dropped = history_dropped(seq, self.config.options_for(league).history_max)
         if dropped is not None:
             self.state.put(HISTORY, history_key(league, player, dropped), None)
 

@@ -124,7 +124,7 @@ class PartitionTransaction:
         cached = item[0] in self.tables.cached
         value = (self.cache if cached else self.reads).get(item, _MISSING)
         if value is _MISSING:
-            raw = self.read(self.tables.key(*item))
+            raw = self.read(self.tables.prefixes[item[0]] + item[1])
             value = None if raw is None else orjson.loads(raw)
             if cached:
                 self._cache(item, value, 0 if raw is None else len(raw))
