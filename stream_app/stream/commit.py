@@ -41,18 +41,18 @@ an in-memory broker).
 from __future__ import annotations
 
 import asyncio
-import time
 import logging
+import time
+from dataclasses import dataclass
 from itertools import chain
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol
 
-from . import observe
 import orjson
 
+from . import observe
 from .changelog import (CHECKPOINT, ENTRY, START, Checkpoint, ChangelogReader, RecordWriter, StartedOver,
                         checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of, start_record)
 from .partitioner import key_partition
-from .records import Output
 from .store import LocalStore
 from .transaction import PartitionTransaction, Tables
 
@@ -67,6 +67,15 @@ Derive = Callable[[PartitionTransaction, memoryview], None]
 # records are built (the CPU-bound part of a commit): consumers see a batch's events
 # sooner, most of all after a re-rate (they are sent before its checkpoint either way).
 OUTPUT_HEAD_START = 3
+
+
+@dataclass(slots=True)
+class Output:
+    """A record for an output topic, partitioned by its key."""
+
+    kind: str  # "change", "dead_letter" or "forward": Committer.output_topics names each one's topic
+    key: bytes
+    value: bytes
 
 
 class Fenced(Exception):

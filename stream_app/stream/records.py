@@ -19,19 +19,13 @@ from ..leagues import IN_ORDER, LeagueConfig
 from ..published import correction_events, dead_letter, rating_changed_events
 from ..rating import Applied, DuplicateMatch
 from ..rerate import Rerated, proceed
+from .commit import Output
 from .league_tables import PartitionLeagues
 from .partitioner import league_partition
 from .tables import entry_of, entry_payload
 from .transaction import PartitionTransaction
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class Output:
-    kind: str  # "change", "dead_letter" or "forward"
-    key: bytes
-    value: bytes
 
 
 @dataclass
