@@ -274,7 +274,8 @@ def apply_at(rule: LeagueRule, state: LeagueState, record: dict[str, Any], match
 _NO_BOUNDARY = (0, 0)  # no boundary opened yet: the league's start is boundary 0
 
 
-def needs_snapshot(boundary: int, record: PlayerRecord | None) -> bool:
+def needs_snapshot(boundary: int, snap: int | None) -> bool:
     """Whether writing a player's new state in interval `boundary` first keeps their
-    state at the boundary (a snapshot row): the first write after a boundary does."""
-    return boundary > 0 and (record is None or record.snap < boundary)
+    state at the boundary (a snapshot row): the first write after a boundary does.
+    `snap`: the boundary of their record's interval (PlayerRecord.snap; None: no record)."""
+    return boundary > 0 and (snap is None or snap < boundary)

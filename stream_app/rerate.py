@@ -230,7 +230,7 @@ class _Rerating:
         for change in applied.changes:
             name = change.player
             record = working.get(name)
-            if needs_snapshot(boundary, record):
+            if needs_snapshot(boundary, None if record is None else record.snap):
                 state.put_snapshot(league, boundary, name, record)
             last = match.time if match.time is not None else (None if record is None else record.last_time)
             working.set(name, PlayerRecord(change.after, last, boundary))

@@ -87,9 +87,9 @@ class Ledger:
             snaps = self.snaps.setdefault(league, {})
             for change, prior in zip(changes, applied.prior):
                 name = change.player
-                snap = snaps.get(name, 0)
-                record = None if prior is None else PlayerRecord(prior, None, snap)
-                if needs_snapshot(boundary, record):
+                snap = None if prior is None else snaps.get(name, 0)
+                if needs_snapshot(boundary, snap):
+                    record = None if prior is None else PlayerRecord(prior, None, snap)
                     self.put_snapshot(league, boundary, name, record)
                 snaps[name] = boundary
         players.update(zip(map(_PLAYER, changes), map(_AFTER, changes)))

@@ -11,10 +11,10 @@ import orjson
 
 from ..engine import Match, PlayerState, RatingSystem
 from ..leagues import LeagueConfig
-from ..rating import ABSENT, Applied, PlayerRecord, history_dropped, log_entry, match_from_log
+from ..rating import ABSENT, Applied, PlayerRecord, history_dropped, log_entry, match_from_log, needs_snapshot
 from .tables import (BOUNDARIES, HISTORY, JOBS, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SNAP, SNAPSHOTS, WORKING,
                      boundary_key, history_key, league_prefix, log_key, match_key, player_key, player_state,
-                     snapshot_key)
+                     snapshot_key, stored_player)
 from .transaction import PartitionTransaction
 
 
@@ -62,15 +62,11 @@ class PartitionLeagues:
         for change, prior in zip(applied.changes, applied.prior):
             name = change.player
             raw = None if prior is None else stored[name]
-            if boundary and (raw is None or raw.get(SNAP, 0) < boundary):  # rating.needs_snapshot
+            if boundary and needs_snapshot(boundary, None if raw is None else raw.get(SNAP, 0)):
                 put(SNAPSHOTS, snapshot_key(league, boundary, name), ABSENT if raw is None else raw)
-            value = change.after.to_dict()
             last = match.time if match.time is not None or raw is None else raw.get(LAST_TIME)
-            if last is not None:
-                value[LAST_TIME] = last
-            if boundary:
-                value[SNAP] = boundary
             key = self.keys.get(name)
+            value = stored_player(change.after.to_dict(), last, boundary)
             put(PLAYERS, player_key(league, name) if key is None else key, value)
         if place.new:
             put(MATCHES, match_key(league, match.match_id), {"key": place.key.hex()})
@@ -210,9 +206,4 @@ def _player_record(raw: dict[str, Any], system: RatingSystem) -> PlayerRecord:
 
 
 def _stored(record: PlayerRecord) -> dict[str, Any]:
-    value = record.state.to_dict()
-    if record.last_time is not None:
-        value[LAST_TIME] = record.last_time
-    if record.snap:
-        value[SNAP] = record.snap
-    return value
+    return stored_player(record.state.to_dict(), record.last_time, record.snap)

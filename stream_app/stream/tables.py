@@ -82,6 +82,16 @@ LAST_TIME = "last_occurred"
 SNAP = "snap"
 
 
+def stored_player(state: dict[str, Any], last_time: float | None, snap: int) -> dict[str, Any]:
+    """A player record as stored: the rating state's dict (`to_dict`, taken over), with
+    the last match's time and the record's boundary when they are not none."""
+    if last_time is not None:
+        state[LAST_TIME] = last_time
+    if snap:
+        state[SNAP] = snap
+    return state
+
+
 def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
     """A stored player record: (the rating state's dict, the last match's time or None)."""
     if LAST_TIME not in record and SNAP not in record:
