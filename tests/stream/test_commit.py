@@ -24,7 +24,7 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
-from stream_app.stream.changelog import ChangelogReader, fence_record
+from stream_app.stream.changelog import ChangelogReader, checkpoint_record, fence_record
 from stream_app.stream.commit import Fenced, store_committed
 from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.partitioner import league_partition
@@ -570,3 +570,46 @@ async def test_input_removed_by_retention_before_it_was_applied_is_skipped_and_s
     await worker.apply_batch(log[partition][25:])
     ledger, _ = expected({partition: log[partition][:10] + log[partition][25:]})
     assert_committed_state_is(local(store), ledger)
+
+
+def old_row(epoch: int, batch: int, key: bytes, value: bytes, before: bytes | None) -> tuple[bytes, bytes]:
+    """A row as the release before entries wrote it: keyed by the local key, with its new
+    value and its value before its batch."""
+    head = epoch.to_bytes(8, "big") + batch.to_bytes(8, "big") + len(value).to_bytes(4, "big")
+    return key, b"D" + head + value + (before or b"")
+
+
+async def test_a_changelog_written_before_entries_is_taken_up_in_place_and_entries_follow_it(tmp_path):
+    """Upgrading in place (docs/operations.md): a changelog that holds rows of the format
+    before entries, and a batch of them that never completed, is taken up by this release,
+    which applies the rest of the input after it; restored on an empty directory, the old
+    rows and the entries after them end at the replay."""
+    log = input_log(2)
+    first = {p: records[:40] for p, records in log.items()}
+    # What the release before left: the committed state after the first 40 records of each
+    # partition, as its rows (made here by this release on a scratch broker), and a checkpoint.
+    scratch = new_worker(LocalStore(tmp_path / "scratch"), MemoryBroker(partitions=PARTITIONS))
+    await scratch.apply_batch([r for records in first.values() for r in records])
+    broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
+    for p in log:
+        rows = [(key, value) for key, value in scratch.store.scan(p, b"") if key[:1] != b"\x00"]
+        # A batch that never completed wrote a player, and compaction (which keeps each key's
+        # last record) dropped that player's committed row: the value before must stand.
+        key, value = next((k, v) for k, v in rows if k[:1] == TABLE_PREFIX[PLAYERS])
+        changelog = broker.logs[(CHANGELOG, p)]
+        changelog.append(fence_record(1))
+        changelog += [old_row(1, 1, k, v, None) for k, v in rows if k != key]
+        changelog.append(checkpoint_record(1, 1, {TOPIC: 39}))
+        changelog.append(old_row(1, 2, key, b'{"rating":0.0,"matches":99}', value))
+    store = LocalStore(tmp_path / "new")
+    worker = new_worker(store, broker)
+    await worker.take_up(list(log))
+    assert {p: worker.positions([(TOPIC, p)])[(TOPIC, p)] for p in log} == {p: 40 for p in log}
+    rng = random.Random(2)
+    while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
+        await worker.apply_batch(batch)
+    ledger, _ = expected(log)
+    assert_committed_state_is(local(store), ledger)
+    assert all(value[:1] in (b"D", b"E", b"C", b"F") for p in log for _, value in broker.logs[(CHANGELOG, p)])
+    assert_committed_state_is(logged(broker), ledger)
