@@ -34,16 +34,21 @@ from .leagues import LeagueRule
 @dataclass(slots=True)
 class PlayerRecord:
     """A player's stored record: the rating state, the time of their last match with
-    an occurred_at (inactivity is judged by it; the replay does not track it) and
-    the boundary of the interval in which the state was last written."""
+    an occurred_at (inactivity is judged by it; the replay does not track it), the
+    boundary of the interval in which the state was last written, and the boundary
+    of the interval in which the player got their first state (before it they had
+    none: no snapshot row needs to say so)."""
 
     state: PlayerState
     last_time: float | None = None
     snap: int = 0
+    since: int = 0
 
 
-# A snapshot row of a player who had no state at that boundary (a newcomer after it).
+# A snapshot row of a player who had no state at that boundary (written before records
+# said since when a player exists: still read).
 ABSENT = 0
+NO_SNAPSHOT = object()  # at_boundary: the player has no snapshot row at or after the boundary
 VOIDED = {"voided": True}  # the place of a voided match: its match_id stays used
 
 
@@ -276,6 +281,18 @@ _NO_BOUNDARY = (0, 0)  # no boundary opened yet: the league's start is boundary 
 
 def needs_snapshot(boundary: int, snap: int | None) -> bool:
     """Whether writing a player's new state in interval `boundary` first keeps their
-    state at the boundary (a snapshot row): the first write after a boundary does.
+    state at the boundary (a snapshot row): the first write after a boundary does,
+    unless it is the player's first (a newcomer's record says since when it exists).
     `snap`: the boundary of their record's interval (PlayerRecord.snap; None: no record)."""
-    return boundary > 0 and (snap is None or snap < boundary)
+    return boundary > 0 and snap is not None and snap < boundary
+
+
+def at_boundary(number: int, current: PlayerRecord | None, snapshot: Any) -> PlayerRecord | None:
+    """A player's record at boundary `number`: none if they got their first state after
+    it, else their first snapshot row at or after it (`snapshot`: its record, None for
+    an ABSENT row, NO_SNAPSHOT for no row), else their current record (unchanged since)."""
+    if current is not None and current.since >= number:
+        return None
+    if snapshot is not NO_SNAPSHOT:
+        return snapshot
+    return current

@@ -31,7 +31,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from .engine import Match, PlayerState, RatingSystem
 from .leagues import LeagueConfig
-from .rating import Applied, LeagueState, PlayerRecord, WorkingRecords, apply_at, needs_snapshot
+from .rating import (NO_SNAPSHOT, Applied, LeagueState, PlayerRecord, WorkingRecords, apply_at, at_boundary,
+                     needs_snapshot)
 
 LOG_CHUNK = 512  # log entries read at a time by a job's later parts
 
@@ -206,7 +207,7 @@ def _at_boundary(state: LeagueState, league: str, number: int, system: RatingSys
     if number == 0:
         return dict.fromkeys(current)
     found = state.snapshot_records(league, number, current.keys(), system)
-    return {name: found[name] if name in found else record for name, record in current.items()}
+    return {name: at_boundary(number, record, found.get(name, NO_SNAPSHOT)) for name, record in current.items()}
 
 
 class _Rerating:
@@ -230,10 +231,13 @@ class _Rerating:
         for change in applied.changes:
             name = change.player
             record = working.get(name)
-            if needs_snapshot(boundary, None if record is None else record.snap):
+            if record is None:
+                working.set(name, PlayerRecord(change.after, match.time, boundary, since=boundary))
+                continue
+            if needs_snapshot(boundary, record.snap):
                 state.put_snapshot(league, boundary, name, record)
-            last = match.time if match.time is not None else (None if record is None else record.last_time)
-            working.set(name, PlayerRecord(change.after, last, boundary))
+            last = match.time if match.time is not None else record.last_time
+            working.set(name, PlayerRecord(change.after, last, boundary, record.since))
         for change, row in zip(applied.changes, applied.history):
             state.put_history(league, change.player, row)
         if place.opened is not None:

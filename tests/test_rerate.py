@@ -172,3 +172,35 @@ def test_a_re_rate_in_parts_ends_as_in_one(budget, seed):
     assert stopped > 0
     same_leagues(parts, whole)
     assert [e for e in published] == [e for e in events if e.get("cause") == "correction"]
+
+
+def test_a_newcomer_after_a_boundary_writes_no_snapshot_row_and_a_re_rate_from_before_they_joined_leaves_them_out():
+    config = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\nsnapshot_every = 2\n')
+    docs = [result("1", "a", "b"), result("2", "a", "b"), result("3", "a", "c"), result("4", "c", "d"),
+            result("5", "d", "b")]
+    ledger, _, _ = run(docs, config)
+    rows = ledger.snapshot_rows["chess"]
+    assert all(record is not None for by_player in rows.values() for record in by_player.values())
+    # Matches 3 and 4 are in interval 1: c and d join in it (no rows), a's first write there keeps a row.
+    assert set(rows[1]) == {"a"} and set(rows[2]) == {"b", "d"}
+    assert ledger.since["chess"] == {"c": 1, "d": 1}  # the boundary each joined after
+    # Match 4 is after boundary 1: the re-rate starts there, where c and d had no state yet
+    # (they have no snapshot rows at all: their records say so).
+    done = apply(config, ledger, parse_input(orjson.dumps(void("4"))))
+    assert isinstance(done, Rerated)
+    expected, _, _ = run([*docs[:3], docs[4]], config)
+    same_leagues(ledger, expected)
+    assert ledger.since["chess"] == expected.since["chess"]
+
+
+def test_a_players_record_at_a_boundary_follows_since_then_the_first_snapshot_row_then_the_record():
+    from stream_app.engine.elo import EloState
+    from stream_app.rating import NO_SNAPSHOT, PlayerRecord, at_boundary
+
+    now = PlayerRecord(EloState(rating=1510.0, matches=3), None, snap=4, since=2)
+    then = PlayerRecord(EloState(rating=1490.0, matches=1), None, snap=2, since=2)
+    assert at_boundary(2, now, then) is None  # joined after boundary 2: no state at it, whatever the rows
+    assert at_boundary(3, now, then) is then
+    assert at_boundary(3, now, None) is None  # a row written before since existed: none then
+    assert at_boundary(3, now, NO_SNAPSHOT) is now
+    assert at_boundary(3, None, then) is then

@@ -29,6 +29,7 @@ class Ledger:
         self.places: dict[str, dict[str, bytes | None]] = {}  # league -> match_id -> order key (None: voided)
         self.logs: dict[str, _Log] = {}
         self.snaps: dict[str, dict[str, int]] = {}  # league -> player -> boundary of their last write (absent: 0)
+        self.since: dict[str, dict[str, int]] = {}  # league -> player -> boundary they joined after (absent: 0)
         self.boundaries: dict[str, dict[int, tuple[bytes, dict[str, Any]]]] = {}
         self.snapshot_rows: dict[str, dict[int, dict[str, PlayerRecord | None]]] = {}  # league -> boundary -> player -> record
         self.workings: dict[str, MemoryRecords] = {}  # league -> a re-rate's working records
@@ -85,12 +86,15 @@ class Ledger:
         boundary = place.boundary
         if boundary:
             snaps = self.snaps.setdefault(league, {})
+            since = self.since.setdefault(league, {})
             for change, prior in zip(changes, applied.prior):
                 name = change.player
-                snap = None if prior is None else snaps.get(name, 0)
-                if needs_snapshot(boundary, snap):
-                    record = None if prior is None else PlayerRecord(prior, None, snap)
-                    self.put_snapshot(league, boundary, name, record)
+                if prior is None:
+                    since[name] = boundary
+                else:
+                    snap = snaps.get(name, 0)
+                    if needs_snapshot(boundary, snap):
+                        self.put_snapshot(league, boundary, name, PlayerRecord(prior, None, snap, since.get(name, 0)))
                 snaps[name] = boundary
         players.update(zip(map(_PLAYER, changes), map(_AFTER, changes)))
         if place.new:
@@ -148,18 +152,25 @@ class Ledger:
     def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
         players = self.leagues.get(league, {})
         snaps = self.snaps.get(league, {})
-        return [None if (state := players.get(name)) is None else PlayerRecord(state, None, snaps.get(name, 0))
-                for name in names]
+        since = self.since.get(league, {})
+        return [None if (state := players.get(name)) is None
+                else PlayerRecord(state, None, snaps.get(name, 0), since.get(name, 0)) for name in names]
 
     def put_player(self, league: str, name: str, record: PlayerRecord | None) -> None:
         players = self.leagues.setdefault(league, {})
         snaps = self.snaps.setdefault(league, {})
+        since = self.since.setdefault(league, {})
         if record is None:
             players.pop(name, None)
             snaps.pop(name, None)
+            since.pop(name, None)
         else:
             players[name] = record.state
             snaps[name] = record.snap
+            if record.since:
+                since[name] = record.since
+            else:
+                since.pop(name, None)
 
     def put_history(self, league: str, player: str, row: list[Any]) -> None:
         if not self.keeps_history:

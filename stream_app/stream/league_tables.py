@@ -12,7 +12,8 @@ import orjson
 from ..engine import Match, PlayerState, RatingSystem
 from ..leagues import LeagueConfig
 from ..rating import ABSENT, Applied, PlayerRecord, history_dropped, log_entry, match_from_log, needs_snapshot
-from .tables import (BOUNDARIES, HISTORY, JOBS, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SNAP, SNAPSHOTS, WORKING,
+from .tables import (BOUNDARIES, HISTORY, JOBS, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SINCE, SNAP, SNAPSHOTS,
+                     WORKING,
                      boundary_key, history_key, league_prefix, log_key, match_key, player_key, player_state,
                      snapshot_key, stored_player)
 from .transaction import PartitionTransaction
@@ -62,11 +63,15 @@ class PartitionLeagues:
         for change, prior in zip(applied.changes, applied.prior):
             name = change.player
             raw = None if prior is None else stored[name]
-            if boundary and needs_snapshot(boundary, None if raw is None else raw.get(SNAP, 0)):
-                put(SNAPSHOTS, snapshot_key(league, boundary, name), ABSENT if raw is None else raw)
-            last = match.time if match.time is not None or raw is None else raw.get(LAST_TIME)
+            if raw is None:
+                last, since = match.time, boundary
+            else:
+                if boundary and needs_snapshot(boundary, raw.get(SNAP, 0)):
+                    put(SNAPSHOTS, snapshot_key(league, boundary, name), raw)
+                last = match.time if match.time is not None else raw.get(LAST_TIME)
+                since = raw.get(SINCE, 0)
             key = self.keys.get(name)
-            value = stored_player(change.after.to_dict(), last, boundary)
+            value = stored_player(change.after.to_dict(), last, boundary, since)
             put(PLAYERS, player_key(league, name) if key is None else key, value)
         if place.new:
             put(MATCHES, match_key(league, match.match_id), {"key": place.key.hex()})
@@ -202,8 +207,8 @@ def _after(prefix: bytes) -> bytes:
 
 def _player_record(raw: dict[str, Any], system: RatingSystem) -> PlayerRecord:
     data, last = player_state(raw)
-    return PlayerRecord(system.state_from_dict(data), last, raw.get(SNAP, 0))
+    return PlayerRecord(system.state_from_dict(data), last, raw.get(SNAP, 0), raw.get(SINCE, 0))
 
 
 def _stored(record: PlayerRecord) -> dict[str, Any]:
-    return stored_player(record.state.to_dict(), record.last_time, record.snap)
+    return stored_player(record.state.to_dict(), record.last_time, record.snap, record.since)

@@ -80,15 +80,18 @@ def snapshot_key(league: str, number: int, player: str) -> bytes:
 # must not be fields of any rating state (elo-mmr's has its own `last_time`).
 LAST_TIME = "last_occurred"
 SNAP = "snap"
+SINCE = "since"
 
 
-def stored_player(state: dict[str, Any], last_time: float | None, snap: int) -> dict[str, Any]:
+def stored_player(state: dict[str, Any], last_time: float | None, snap: int, since: int) -> dict[str, Any]:
     """A player record as stored: the rating state's dict (`to_dict`, taken over), with
-    the last match's time and the record's boundary when they are not none."""
+    the last match's time and the record's boundaries when they are not none."""
     if last_time is not None:
         state[LAST_TIME] = last_time
     if snap:
         state[SNAP] = snap
+    if since:
+        state[SINCE] = since
     return state
 
 
@@ -99,6 +102,7 @@ def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
     data = record.copy()
     last = data.pop(LAST_TIME, None)
     data.pop(SNAP, None)
+    data.pop(SINCE, None)  # only ever with SNAP
     return data, last
 
 
