@@ -140,3 +140,20 @@ def test_the_cycle_check_sees_imports_inside_functions(tmp_path):
     (package / "sub" / "b.py").write_text("def f():\n    from ..a import x\n")
     (package / "c.py").write_text("from . import a\n")
     assert import_cycles(package) == [["pkg.a", "pkg.sub.b"]]
+
+
+def imports_between(root: Path = PACKAGE) -> dict[str, set[str]]:
+    paths = sorted(root.rglob("*.py"))
+    modules = {module_name(path, root) for path in paths}
+    return {module_name(path, root): imports_of(path, modules, root) for path in paths}
+
+
+def test_the_engine_imports_nothing_of_the_service_and_the_stream_nothing_of_the_cli_or_the_replay():
+    graph = imports_between()
+    engine = {name: sorted(i for i in imported if not i.startswith("stream_app.engine"))
+              for name, imported in graph.items() if name.startswith("stream_app.engine")}
+    assert {name: found for name, found in engine.items() if found} == {}
+    stream = {name: sorted(i for i in imported if i.split(".")[:2] in (["stream_app", "cli"], ["stream_app", "offline"]))
+              for name, imported in graph.items() if name.startswith("stream_app.stream")}
+    assert {name: found for name, found in stream.items() if found} == {}
+    assert graph["stream_app.apply"] >= {"stream_app.rating", "stream_app.rerate"}  # the graph sees what is there
