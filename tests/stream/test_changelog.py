@@ -10,6 +10,7 @@ import orjson
 from stream_app.stream.changelog import (ENTRY, ROW, Checkpoint, ChangelogReader, RecordWriter,
                                          checkpoint_record, epoch_key, fence_record, input_fingerprint, row_of,
                                          start_record)
+from tests.support.changelog import old_row
 
 TOPIC = "match-results"
 _PLACES = count()
@@ -139,14 +140,6 @@ def test_entries_and_rows_come_out_in_the_order_they_were_written():
     committed, _, _ = reader.take()
     assert [(kind, bytes(payload)) for kind, payload in committed] == [
         (ENTRY, b"e1"), (ROW, b"\x00\x02pa1"), (ENTRY, b"e2")]  # e3's batch never completed
-
-
-def old_row(epoch: int, batch: int, key: bytes, value: bytes | None, before: bytes | None) -> tuple[bytes, bytes]:
-    """A row as the format before entries wrote it: keyed by the local key, with its new
-    value and its value before the batch."""
-    value = value or b""
-    return key, b"D" + epoch.to_bytes(8, "big") + batch.to_bytes(8, "big") + len(value).to_bytes(4, "big") + value + (
-        before or b"")
 
 
 def test_a_changelog_written_before_entries_reads_by_its_old_rule_and_entries_follow_it():

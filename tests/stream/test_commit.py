@@ -35,6 +35,7 @@ from stream_app.stream.store import LocalStore
 from stream_app.stream.worker import Worker
 from tests.support.corrections import CONFIG as CORRECTIONS_CONFIG
 from tests.support.corrections import corrected_leagues, run
+from tests.support.changelog import old_row
 from tests.support.memory import Crash, MemoryBroker
 
 CONFIG = LeagueConfig.from_toml('[leagues."kart*"]\nalgorithm = "elo-pairwise"\n[default]\nalgorithm = "elo"\n')
@@ -570,13 +571,6 @@ async def test_input_removed_by_retention_before_it_was_applied_is_skipped_and_s
     await worker.apply_batch(log[partition][25:])
     ledger, _ = expected({partition: log[partition][:10] + log[partition][25:]})
     assert_committed_state_is(local(store), ledger)
-
-
-def old_row(epoch: int, batch: int, key: bytes, value: bytes, before: bytes | None) -> tuple[bytes, bytes]:
-    """A row as the release before entries wrote it: keyed by the local key, with its new
-    value and its value before its batch."""
-    head = epoch.to_bytes(8, "big") + batch.to_bytes(8, "big") + len(value).to_bytes(4, "big")
-    return key, b"D" + head + value + (before or b"")
 
 
 async def test_a_changelog_written_before_entries_is_taken_up_in_place_and_entries_follow_it(tmp_path):
