@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test check test-reliability demo bench audit lock clean
+.PHONY: test check test-reliability demo bench compiled audit lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# The per-match path compiled by mypyc into build/compiled (needs a C compiler); run
+# anything with PYTHONPATH=build/compiled to use it. Without it, plain Python.
+compiled: $(STAMP)
+	$(PY) deploy/compile.py build/compiled
 
 # Known vulnerabilities in the pinned dependencies (needs the internet: not part of make test).
 audit: $(STAMP)

@@ -19,15 +19,20 @@ What the broker adds (records into aiokafka's batches, waiting for acks, the
 input consumer) is the stream benchmark's (`python -m bench.stream_bench
 --only throughput --profile 10`: py-spy of the worker, by package).
 
-    python -m bench.profile_bench [--matches N] [--history-max N] [--repeat N]
+    python -m bench.profile_bench [--matches N] [--history-max N] [--repeat N] [--no-compiled]
+
+The stages run in this process (plain Python), then in a process running the
+per-match path compiled by mypyc (deploy/compile.py), built for the run.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +46,7 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.sample import two_player_league
 from stream_app.apply import apply
 from stream_app.stream import observe
+from stream_app.stream.observe import compiled_modules
 from stream_app.stream.app import GC_THRESHOLDS
 from stream_app.stream.changelog import Checkpoint
 from stream_app.stream.league_tables import PartitionLeagues
@@ -48,6 +54,8 @@ from stream_app.stream.records import RecordHandler
 from stream_app.stream.tables import TABLES
 from stream_app.stream.transaction import PartitionTransaction
 from stream_app.stream.store import LocalStore
+
+from .streamtools import ROOT, compiled_copy
 
 LEAGUES = 50
 BATCH = 2_000
@@ -106,12 +114,9 @@ class Run:
         self.store.close()
 
 
-def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3) -> dict[str, Any]:
-    """Each pass `repeat` times, passes interleaved; each stage's least time counts
-    (the machine's noise only ever adds)."""
-    lines = matches(matches_n)
-    extra = "" if history_max is None else f"history_max = {history_max}\n"
-    config = LeagueConfig.from_toml(f'[default]\nalgorithm = "elo"\n{extra}')
+def measure(lines: list[bytes], config: LeagueConfig, repeat: int) -> dict[str, float]:
+    """Microseconds per match of each stage. Each pass `repeat` times, passes
+    interleaved; each stage's least time counts (the machine's noise only ever adds)."""
     gc.set_threshold(*GC_THRESHOLDS)  # the worker's setting
     passes: dict[str, dict[str, float]] = {}
     for _ in range(repeat):
@@ -129,19 +134,45 @@ def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3
             finally:
                 shutil.rmtree(directory, ignore_errors=True)
     full = passes["handle"]
-    us = {
+    return {
         "parse": passes["parse"]["input"],
         "apply": passes["apply"]["input"] - passes["parse"]["input"],
         "events": full["input"] - passes["apply"]["input"],
         "tally": full["tally"], "records": full["records"], "store": full["store"], "checkpointed": full["checkpointed"],
     }
-    total = sum(us.values())
+
+
+def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3,
+        compiled: bool = True) -> dict[str, Any]:
+    """The stages in this process, then (with `compiled`) in a process running the
+    per-match path compiled by mypyc (deploy/compile.py), built for the run."""
+    lines = matches(matches_n)
+    extra = "" if history_max is None else f"history_max = {history_max}\n"
+    config = LeagueConfig.from_toml(f'[default]\nalgorithm = "elo"\n{extra}')
+    here = "compiled" if compiled_modules() else "plain"
+    found = {here: measure(lines, config, repeat)}
+    if compiled and here == "plain":
+        with tempfile.TemporaryDirectory(prefix="profile-compiled-") as directory:
+            env = compiled_copy(Path(directory) / "build")
+            output = Path(directory) / "profile.json"
+            argv = [sys.executable, "-m", "bench.profile_bench", "--matches", str(matches_n), "--repeat", str(repeat),
+                    "--no-compiled", "--json", str(output)]
+            if history_max is not None:
+                argv += ["--history-max", str(history_max)]
+            subprocess.run(argv, cwd=ROOT, env={**os.environ, **env}, check=True, stdout=subprocess.DEVNULL)
+            found["compiled"] = orjson.loads(output.read_bytes())["us_per_match"]["compiled"]
     print(f"profile: {len(lines):,} two-player elo matches, {LEAGUES} leagues, batches of {BATCH:,}"
           f"{'' if history_max is None else f', history_max {history_max}'}; microseconds per match:")
-    for stage in STAGES:
-        print(f"  {stage:<13} {us[stage]:7.1f}  ({us[stage] / total:5.1%})")
-    print(f"  {'total':<13} {total:7.1f}  = {1e6 / total:,.0f} matches/s on one core, before the broker's share")
-    return {"matches": len(lines), "history_max": history_max, "us_per_match": us, "total_us": total}
+    kinds = list(found)
+    print(f"  {'':<13}" + "".join(f"{kind:>10}" for kind in kinds) + ("   compiled / plain" if len(kinds) == 2 else ""))
+    totals = {kind: sum(us.values()) for kind, us in found.items()}
+    for stage in [*STAGES, "total"]:
+        values = [totals[kind] if stage == "total" else found[kind][stage] for kind in kinds]
+        ratio = f"   {values[1] / values[0]:.2f}" if len(values) == 2 and values[0] > 0 else ""
+        print(f"  {stage:<13}" + "".join(f"{value:10.1f}" for value in values) + ratio)
+    for kind in kinds:
+        print(f"  {kind}: {1e6 / totals[kind]:,.0f} matches/s on one core, before the broker's share")
+    return {"matches": len(lines), "history_max": history_max, "us_per_match": found, "total_us": totals}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,8 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--matches", type=int, default=60_000)
     p.add_argument("--repeat", type=int, default=3, help="passes of each kind; the least time counts (default 3)")
     p.add_argument("--history-max", type=int, help="the leagues' history_max (default: the league default)")
+    p.add_argument("--no-compiled", action="store_true",
+                   help="skip the run compiled by mypyc (deploy/compile.py; needs a C compiler)")
+    p.add_argument("--json", help="also write the results as JSON here")
     args = p.parse_args(argv)
-    run(args.matches, args.history_max, args.repeat)
+    results = run(args.matches, args.history_max, args.repeat, compiled=not args.no_compiled)
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps(results))
     return 0
 
 

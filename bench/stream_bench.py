@@ -11,9 +11,11 @@ this benchmark starts and stops itself, next to a baseline from the same run:
    the 2N rating-changed events read back; the ratio to (1), and to the same
    job as a Quix Streams application (bench/quix_app.py: RocksDB state with
    changelogs, at-least-once) on the same input, from its first processed
-   match to the last of its events read back; then again through two workers
-   of one group sharing the partitions (`--scale-workers`), with the cores
-   the broker, the workers and this process (publisher and reader) used;
+   match to the last of its events read back; then again with the per-match
+   path compiled by mypyc (deploy/compile.py, built in the run; `--no-compiled`
+   skips it), and through two workers of one group sharing the partitions
+   (`--scale-workers`), with the cores the broker, the workers and this
+   process (publisher and reader) used;
 3. latency at a steady rate (2,000 and 500 matches/s for 30 s each, each rate
    with a broker and a worker of its own, caught up): publish time to each
    rating-changed event's arrival, with the p50 of each tenth of the run and the
@@ -60,9 +62,9 @@ from stream_app.stream.kafka_io import send_batches
 from stream_app.stream.partitioner import key_partition
 
 from . import elo_job, quix_app
-from .streamtools import (PARTITIONS, ROOT, Collector, PhaseSampler, Topics, Worker, command_main, cpu_seconds,
-                          create_topics, dir_size, keyed, log, percentiles, profile, publish, send_paced, vm_hwm, vm_rss,
-                          wait_until)
+from .streamtools import (PARTITIONS, ROOT, Collector, PhaseSampler, Topics, Worker, command_main, compiled_copy,
+                          cpu_seconds, create_topics, dir_size, keyed, log, percentiles, profile, publish, send_paced,
+                          vm_hwm, vm_rss, wait_until)
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
 CODEFORCES_CONFIG = ROOT / "deploy" / "accuracy" / "codeforces-elo-mmr.toml"
@@ -102,6 +104,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="(2) again with N workers sharing the partitions (default 2, one per core here; quick 0: skip)")
     p.add_argument("--profile", type=float, default=0.0, metavar="SECONDS",
                    help="py-spy the worker for this long during (2) (default: no profile)")
+    p.add_argument("--no-compiled", action="store_true",
+                   help="skip (2) with the per-match path compiled by mypyc (deploy/compile.py; needs a C compiler)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data, profiles)")
     p.add_argument("--output", help="(run alone) also write the results as JSON here")
     args = p.parse_args(argv)
@@ -132,9 +136,10 @@ class Bench:
         return broker
 
     def worker(self, broker: EmbeddedBroker, topics: Topics, app_id: str, name: str, config: Path | None = None,
-               extra_args: list[str] = ()) -> Worker:
+               extra_args: list[str] = (), env: dict[str, str] | None = None) -> Worker:
         data = self.tmp / f"data-{name}"
-        worker = Worker(broker.url, topics, app_id, data, config or self.config, self.tmp, name, extra_args=list(extra_args))
+        worker = Worker(broker.url, topics, app_id, data, config or self.config, self.tmp, name, extra_args=list(extra_args),
+                        env=env)
         self.workers.append(worker)
         return worker
 
@@ -181,8 +186,47 @@ class Bench:
 
         quix = self.quix(broker, topics.match, n)
 
+        run = self.service(broker, topics, n, "service")
+        service = run["matches_per_s"]
+        log(f"service: {n:,} matches in {run['seconds']:.1f} s = {service:,.0f} matches/s "
+            f"({service / ceiling:.3f} of the ceiling)")
+        result = {
+            "matches": n, "leagues": LEAGUES, "partitions": PARTITIONS,
+            "ceiling_s": ceiling_s, "ceiling_matches_per_s": ceiling,
+            "service_s": run.pop("seconds"), "service_matches_per_s": run.pop("matches_per_s"),
+            "ratio_service_to_ceiling": service / ceiling,
+            "quix": quix, "ratio_service_to_quix": service / quix["matches_per_s"] if "matches_per_s" in quix else None,
+            **run, "broker_rss_bytes": vm_rss(broker.pid),
+        }
+        if not self.args.no_compiled:
+            # The same worker on the per-match path compiled by mypyc (deploy/compile.py), same input.
+            env = compiled_copy(self.tmp / "compiled")
+            again = Topics("tput-compiled")
+            asyncio.run(create_topics(broker.url, again))
+            asyncio.run(publish(broker.bootstrap, again.match, records))
+            compiled = self.service(broker, again, n, "service-compiled", env)
+            log(f"service, compiled: {n:,} matches in {compiled['seconds']:.1f} s = "
+                f"{compiled['matches_per_s']:,.0f} matches/s ({compiled['matches_per_s'] / service:.2f} x plain Python)")
+            compiled["ratio_to_ceiling"] = compiled["matches_per_s"] / ceiling
+            compiled["ratio_to_plain"] = compiled["matches_per_s"] / service
+            if "matches_per_s" in quix:
+                compiled["ratio_to_quix"] = compiled["matches_per_s"] / quix["matches_per_s"]
+            result["compiled"] = compiled
+        if self.args.scale_workers > 1:
+            scaled = self.scale_out(broker, records, n, self.args.scale_workers)
+            if "matches_per_s" in scaled:
+                scaled["ratio_to_ceiling"] = scaled["matches_per_s"] / ceiling
+                scaled["ratio_to_one_worker"] = scaled["matches_per_s"] / service
+            result["scaled"] = scaled
+        broker.stop()
+        return result
+
+    def service(self, broker: EmbeddedBroker, topics: Topics, n: int, name: str,
+                env: dict[str, str] | None = None) -> dict[str, Any]:
+        """One worker through the n matches already on `topics`: from its first applied
+        match to the last of the 2n rating-changed events read back."""
         collector, seen, last = read_changes(broker, topics.changes)
-        worker = self.worker(broker, topics, "tput", "service")
+        worker = self.worker(broker, topics, name, name, env=env)
         spy: dict[str, Any] = {}
         spy_thread = None
         phases = PhaseSampler(worker)
@@ -192,11 +236,11 @@ class Bench:
 
             def progress() -> str:
                 h = worker.health() or {}
-                return f"service: {h.get('applied', '?'):,} applied, phase {h.get('phase')!r}, {len(seen):,} changes read"
+                return f"{name}: {h.get('applied', '?'):,} applied, phase {h.get('phase')!r}, {len(seen):,} changes read"
 
             if self.args.profile > 0:
                 wait_until(lambda: len(seen) > n // 5, n / 50 + 300, "20% of the changes", collector, worker, progress)
-                output = self.tmp / "service-profile.txt"
+                output = self.tmp / f"{name}-profile.txt"
                 spy_thread = threading.Thread(target=lambda: spy.update(profile(worker.pid, self.args.profile, output)))
                 spy_thread.start()
             wait_until(lambda: len(seen) >= 2 * n, n / 50 + 600, f"{2 * n:,} rating-changed events", collector, worker,
@@ -208,31 +252,18 @@ class Bench:
             if spy_thread is not None:
                 spy_thread.join(self.args.profile + 90)
         seconds = last[0] - health["first_applied_at"]
-        service = n / seconds
-        log(f"service: {n:,} matches in {seconds:.1f} s = {service:,.0f} matches/s ({service / ceiling:.3f} of the ceiling)")
         result = {
-            "matches": n, "leagues": LEAGUES, "partitions": PARTITIONS,
-            "ceiling_s": ceiling_s, "ceiling_matches_per_s": ceiling,
-            "service_s": seconds, "service_matches_per_s": service, "ratio_service_to_ceiling": service / ceiling,
-            "quix": quix, "ratio_service_to_quix": service / quix["matches_per_s"] if "matches_per_s" in quix else None,
+            "seconds": seconds, "matches_per_s": n / seconds, "compiled_modules": health.get("compiled_modules"),
             "worker_start_to_first_applied_s": health["first_applied_at"] - worker.started,
             "changes_read": collector.records, "distinct_changes": len(seen),
             "applied": health.get("applied"), "dead_letters": health.get("dead_letters"),
             "duplicates": health.get("duplicates"),
             "worker_peak_rss_bytes": vm_hwm(worker.pid), "data_dir_bytes": dir_size(worker.data_dir),
-            "broker_rss_bytes": vm_rss(broker.pid),
             "agent_phases_percent": agent_phases,
         }
         if spy:
             result["profile"] = spy
         self.stop(worker)
-        if self.args.scale_workers > 1:
-            scaled = self.scale_out(broker, records, n, self.args.scale_workers)
-            if "matches_per_s" in scaled:
-                scaled["ratio_to_ceiling"] = scaled["matches_per_s"] / ceiling
-                scaled["ratio_to_one_worker"] = scaled["matches_per_s"] / service
-            result["scaled"] = scaled
-        broker.stop()
         return result
 
     def scale_out(self, broker: EmbeddedBroker, records: list[tuple[bytes, bytes]], n: int,
@@ -616,6 +647,11 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
              f"service {t['ratio_service_to_quix']:.2f} x Quix" if t.get("ratio_service_to_quix") else ""),
             ("    worker start to first applied match", f"{t['worker_start_to_first_applied_s']:.1f} s", ""),
         ]
+        compiled = t.get("compiled")
+        if compiled:
+            rows.append(("    the service compiled by mypyc (deploy/compile.py)", f"{compiled['matches_per_s']:,.0f} matches/s",
+                         f"{compiled['ratio_to_ceiling']:.3f} of (1), {compiled['ratio_to_plain']:.2f} x plain Python"
+                         + (f", {compiled['ratio_to_quix']:.2f} x Quix" if "ratio_to_quix" in compiled else "")))
         scaled = t.get("scaled")
         if scaled:
             label = f"    the service with {scaled['workers']} workers (one group, the partitions shared)"

@@ -30,6 +30,21 @@ from tests.support.workers import ROOT, WorkerProcess
 PARTITIONS = 8
 
 
+def compiled_copy(directory: Path) -> dict[str, str]:
+    """The per-match path compiled by mypyc into `directory` (deploy/compile.py): the
+    environment in which a process runs it (the benchmarks' own modules after it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compile", ROOT / "deploy" / "compile.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    started = time.monotonic()
+    script.build(directory)
+    log(f"compiled {len(script.MODULES)} modules with mypyc in {time.monotonic() - started:.0f} s")
+    # PYTHONSAFEPATH: a process started in the checkout does not put it first on the path.
+    return {"PYTHONPATH": f"{directory}{os.pathsep}{ROOT}", "PYTHONSAFEPATH": "1"}
+
+
 def log(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
@@ -131,9 +146,10 @@ class Worker(WorkerProcess):
     """The tests' `ratings worker` child process, with what the benchmarks read of it: progress, log marks, problems."""
 
     def __init__(self, broker_url: str, topics: Topics, app_id: str, data_dir: Path, config: Path, log_dir: Path,
-                 name: str, extra_args: list[str] = ()):
+                 name: str, extra_args: list[str] = (), env: dict[str, str] | None = None):
         self.started = time.time()
-        super().__init__(broker_url, topics.cli_args(), app_id, data_dir, config, log_dir, name, extra_args=extra_args)
+        super().__init__(broker_url, topics.cli_args(), app_id, data_dir, config, log_dir, name, extra_args=extra_args,
+                         env=env)
 
     def wait(self, condition: Callable[[dict[str, Any]], Any], timeout: float, what: str,
              progress: Callable[[dict[str, Any]], str] | None = None, every: float = 15.0,

@@ -206,7 +206,7 @@ def _fast_match(doc: Any) -> Match | None:
     # A newline inside an id would split it in two: count them first.
     if joined.count("\n") != n - 1 or not _IDS.match(joined + "\n") or len(set(players)) != n:
         return None
-    ranks = [person.get("rank", _MISSING) for person in people]
+    ranks: Any = [person.get("rank", _MISSING) for person in people]
     scores = [person.get("score", _MISSING) for person in people]
     rank_types = set(map(type, ranks))
     score_types = set(map(type, scores))
@@ -237,9 +237,10 @@ def _fast_match(doc: Any) -> Match | None:
     elif _MISSING_TYPE in score_types:
         values = [None if score is _MISSING else float(score) for score in scores]
     else:
-        values = [float(score) for score in scores]
+        floats = [float(score) for score in scores]
+        values = floats
         if ranks is None:
-            ranks = _ranks_from_scores(values)
+            ranks = _ranks_from_scores(floats)
     return Match(league, match_id, tuple(map(Participant, players, ranks, values)), time)
 
 

@@ -106,7 +106,7 @@ def dead_letter(error: BadEvent, payload: bytes | str | dict[str, Any], source: 
         text, encoding = payload.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         text, encoding = base64.b64encode(payload).decode("ascii"), "base64"
-    letter = {
+    letter: dict[str, Any] = {
         "schema": "dead-letter.v1",
         "reason": error.code,
         "message": error.message,

@@ -69,19 +69,12 @@ class WorkingRecords(Protocol):
         """The re-rate is over: forget them (`names`: what `names` gave)."""
 
 
-class LeagueState(Protocol):
-    """The records `apply` reads and writes."""
+class ApplyTarget(Protocol):
+    """What `apply_at` reads and writes: a LeagueState, or a re-rate's view of one."""
 
     # Whether `save` stores history entries: `apply` builds them only then (a
     # replay without --history would build 3 million dicts for nothing).
     keeps_history: bool
-
-    # -- what applying a match at the end of the log needs ------------------------------
-    def league(self, league: str) -> dict[str, Any] | None:
-        """The league's record {"algorithm", "matches", "players", ...}; None before its first match."""
-
-    def placed(self, league: str, match_id: str) -> dict[str, Any] | None:
-        """The match's place: {"key": hex of its order key}, VOIDED, or None (never applied)."""
 
     def players(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerState | None]:
         """Each named player's state (None: not rated in the league yet)."""
@@ -91,6 +84,17 @@ class LeagueState(Protocol):
         boundary, with the snapshot rows that takes), the league's new record, each
         participant's history entry, and for a new entry its place and log row, and
         the boundary it opens."""
+
+
+class LeagueState(ApplyTarget, Protocol):
+    """The records `apply` reads and writes."""
+
+    # -- what applying a match at the end of the log needs (and ApplyTarget's) ----------
+    def league(self, league: str) -> dict[str, Any] | None:
+        """The league's record {"algorithm", "matches", "players", ...}; None before its first match."""
+
+    def placed(self, league: str, match_id: str) -> dict[str, Any] | None:
+        """The match's place: {"key": hex of its order key}, VOIDED, or None (never applied)."""
 
     # -- what a re-rate needs (rerate.py) -------------------------------------------------
     def put_league(self, league: str, record: dict[str, Any]) -> None: ...
@@ -238,7 +242,7 @@ def match_from_log(league: str, entry: list[Any]) -> Match:
 
 
 # -- rating a match as a log entry ------------------------------------------------------
-def apply_at(rule: LeagueRule, state: LeagueState, record: dict[str, Any], match: Match, key: bytes,
+def apply_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], match: Match, key: bytes,
              new: bool, received: dict[str, Any] | None = None,
              outcome: Sequence[PlayerState] | None = None) -> Applied:
     """Rate the match as the log's entry `key`, after the entries whose results made

@@ -43,7 +43,7 @@ class PartitionLeagues:
         from_dict = system.state_from_dict
         stored = self.stored
         keys = self.keys
-        found = []
+        found: list[PlayerState | None] = []
         for name in names:
             key = keys[name] = player_key(league, name)
             raw = get(PLAYERS, key)

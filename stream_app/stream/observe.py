@@ -4,7 +4,9 @@ the counts of /health."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import sys
 import time
 from typing import Any, Callable
 
@@ -148,6 +150,8 @@ STORE_MEMORY = Gauge(
     ["kind"],
 )
 STORE_MEMORY_KINDS = ("memtables", "table_readers", "block_cache", "block_cache_pinned")
+COMPILED_MODULES = Gauge("ratings_compiled_modules", "Modules of the package running as C extensions (mypyc: "
+                         "deploy/compile.py); 0: plain Python")
 
 STATES = ("starting", "recovering", "running", "stopping")
 
@@ -162,7 +166,13 @@ def watch_store(memory: Callable[[], dict[str, int]]) -> None:
             return float("nan")
 
     for kind in STORE_MEMORY_KINDS:
-        STORE_MEMORY.labels(kind).set_function(lambda kind=kind: read(kind))
+        STORE_MEMORY.labels(kind).set_function(functools.partial(read, kind))
+
+
+def compiled_modules() -> list[str]:
+    """The package's modules loaded as C extensions (mypyc, deploy/compile.py), by name."""
+    return sorted(name for name, module in list(sys.modules.items())
+                  if name.startswith("stream_app.") and (getattr(module, "__file__", None) or "").endswith(".so"))
 
 
 def set_state(state: str) -> None:
@@ -184,6 +194,7 @@ class Tally:
         self.rerates = 0
         self.rerate_parts = 0  # parts after the first (each committed on its own)
         self.last_rerate: dict[str, Any] | None = None
+        COMPILED_MODULES.set(len(compiled_modules()))
 
     def input(self, records: list[Any]) -> None:
         topics: dict[str, int] = {}
@@ -257,4 +268,4 @@ class Tally:
     def counts(self) -> dict[str, Any]:
         names = ("applied", "dead_letters", "duplicates", "forwarded", "rerates", "rerate_parts", "last_rerate", "started_at",
                  "first_applied_at")
-        return {name: getattr(self, name) for name in names}
+        return {**{name: getattr(self, name) for name in names}, "compiled_modules": len(compiled_modules())}

@@ -83,10 +83,10 @@ class RecordHandler:
             state.rollback()
             outcome.dead_letter = _detached(exc)
             outcome.outputs.append(_dead_letter_output(exc, key, payload, topic, partition, offset))
-        except Exception as exc:  # a bug or an input the engine cannot handle: never crash the worker
+        except Exception as failure:  # a bug or an input the engine cannot handle: never crash the worker
             state.rollback()  # nothing of a record half applied stays
             log.exception("record %s:%s:%s could not be applied", topic, partition, offset)
-            error = BadEvent("internal_error", f"event: could not be applied ({type(exc).__name__}: {exc})")
+            error = BadEvent("internal_error", f"event: could not be applied ({type(failure).__name__}: {failure})")
             outcome.dead_letter = error
             outcome.outputs = [_dead_letter_output(error, key, payload, topic, partition, offset)]
         return outcome

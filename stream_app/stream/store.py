@@ -99,7 +99,7 @@ class LocalStore:
         """Up to `limit` keys with this prefix below `below`, highest first."""
         cursor = self.db(partition).iter()
         cursor.seek_for_prev(below)
-        found = []
+        found: list[tuple[bytes, bytes]] = []
         while len(found) < limit and cursor.valid():
             key = cursor.key()
             if not key.startswith(prefix):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,14 +20,23 @@ class WorkerProcess(processes.WorkerProcess):
     configuration; its log lands next to its data directory."""
 
     def __init__(self, broker_url: str, topics_args: list[str], app_id: str, data_dir: Path, config: Path | None = None,
-                 log_dir: Path | None = None, name: str = "worker", extra_args: list[str] = ()):
+                 log_dir: Path | None = None, name: str = "worker", extra_args: list[str] = (),
+                 env: dict[str, str] | None = None):
         self.name = name
         port = processes.free_port()
         args = [*topics_args, "--app-id", app_id, *extra_args]
         if config is not None:
             args += ["--config", str(config)]
         super().__init__(broker_url, data_dir, (log_dir or data_dir.parent) / f"{name}-{port}.log", args=args,
-                         port=port, cwd=ROOT)
+                         port=port, cwd=ROOT, env=env)
+
+    def health(self) -> dict[str, Any] | None:
+        body = super().health()
+        # Under tests/deploy/test_compile.py the worker must run the compiled modules too.
+        expected = os.environ.get("RATINGS_EXPECT_COMPILED")
+        if body is not None and expected and body["compiled_modules"] < len(expected.split(",")):
+            raise AssertionError(f"{self.name} runs {body['compiled_modules']} compiled modules, not {expected}")
+        return body
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.5,
