@@ -33,7 +33,7 @@ from stream_app.settings import DEFAULTS
 from tests.support.kafka import SteadyPublisher, records_in
 from tests.support.names import Topics
 
-from .streamtools import PARTITIONS, Worker, create_topics, dir_size, log, publish, vm_hwm
+from .streamtools import PARTITIONS, Worker, compiled_copy, create_topics, dir_size, log, publish, vm_hwm
 
 LEAGUE = "big"
 
@@ -44,6 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "(default 200000:300000,1000000:600000; quick 20000:30000)")
     p.add_argument("--quick", action="store_true", help="small sizes and a short failover")
     p.add_argument("--failover-rate", type=int, default=2000, help="matches/s during (c) (default %(default)s)")
+    p.add_argument("--compiled", action="store_true",
+                   help="workers on the per-match path compiled by mypyc (deploy/compile.py; needs a C compiler)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs, data)")
     args = p.parse_args(argv)
     args.sizes = args.sizes or ("20000:30000" if args.quick else "200000:300000,1000000:600000")
@@ -94,6 +96,8 @@ class RecoveryBench:
         self.tmp = Path(tempfile.mkdtemp(prefix="recovery-bench-"))
         self.workers: list[Worker] = []
         self.brokers: list[EmbeddedBroker] = []
+        # --compiled: every worker runs the per-match path compiled by mypyc (deploy/compile.py)
+        self.env = compiled_copy(self.tmp / "compiled") if args.compiled else None
 
     def broker(self) -> EmbeddedBroker:
         broker = EmbeddedBroker(log=self.tmp / f"broker-{len(self.brokers)}.log").start()
@@ -101,7 +105,7 @@ class RecoveryBench:
         return broker
 
     def worker(self, broker: EmbeddedBroker, topics: Topics, name: str, data: str) -> Worker:
-        worker = Worker(broker.url, topics, topics.prefix, self.tmp / data, None, self.tmp, name)
+        worker = Worker(broker.url, topics, topics.prefix, self.tmp / data, None, self.tmp, name, env=self.env)
         self.workers.append(worker)
         return worker
 
