@@ -76,12 +76,12 @@ class ApplyTarget(Protocol):
     # replay without --history would build 3 million dicts for nothing).
     keeps_history: bool
 
-    def players(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerState | None]:
-        """Each named player's state (None: not rated in the league yet)."""
+    def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
+        """Each named player's record (None: not rated in the league yet)."""
 
     def save(self, applied: "Applied") -> None:
-        """Store the match as applied: the players' new records (snap = the entry's
-        boundary, with the snapshot rows that takes), the league's new record, each
+        """Store the match as applied, as `apply_at` decided it: the players' new
+        records, the snapshot rows they take, the league's new record, each
         participant's history entry, and for a new entry its place and log row, and
         the boundary it opens."""
 
@@ -121,8 +121,6 @@ class LeagueState(ApplyTarget, Protocol):
 
     def forget_snapshots(self, league: str, after: int) -> None:
         """Delete the snapshot rows and boundaries above `after`."""
-
-    def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]: ...
 
     def put_player(self, league: str, name: str, record: PlayerRecord | None) -> None: ...
 
@@ -171,6 +169,8 @@ class Applied:
     match: Match
     prior: list[PlayerState | None]  # each participant's state before the match (None: a newcomer)
     changes: list[RatingChange]  # in participant order
+    records: list[PlayerRecord]  # each participant's record after the match, in participant order
+    snapshots: list[tuple[str, PlayerRecord]]  # the snapshot rows the match takes: (player, record at the boundary)
     record: dict[str, Any]  # the league's record after the match
     history: list[list[Any]]  # each participant's history row (history_row), in participant order (or none)
     place: Place
@@ -252,9 +252,10 @@ def apply_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], match
     after the match as recorded when it was rated (a restore saves it again
     without rating it again)."""
     system = rule.system
-    prior = state.players(match.league, [participant.player for participant in match.participants], system)
+    found = state.player_records(match.league, [participant.player for participant in match.participants], system)
+    prior = [None if player is None else player.state for player in found]
     newcomers = prior.count(None)
-    before = [system.initial_state() if found is None else found for found in prior] if newcomers else prior
+    before = [system.initial_state() if known is None else known for known in prior] if newcomers else prior
     if outcome is None:
         changes = system.rate(match, before)
     else:
@@ -275,12 +276,32 @@ def apply_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], match
     history = []
     if rule.options.history_max != 0 and state.keeps_history:
         history = [history_row(match, participant, change) for participant, change in zip(match.participants, changes)]
-    applied = Applied(rule.algorithm, match, prior, changes, after, history, Place(key, boundary, opened, new))
+    records, snapshots = _records_after(match.time, boundary, changes, found)
+    applied = Applied(rule.algorithm, match, prior, changes, records, snapshots, after, history,
+                      Place(key, boundary, opened, new))
     state.save(applied)
     return applied
 
 
 _NO_BOUNDARY = (0, 0)  # no boundary opened yet: the league's start is boundary 0
+
+
+def _records_after(time: float | None, boundary: int, changes: list[RatingChange], found: list[PlayerRecord | None]
+                   ) -> tuple[list[PlayerRecord], list[tuple[str, PlayerRecord]]]:
+    """Each participant's record after a match of interval `boundary` (at `time`), and
+    the snapshot rows the match takes: a player's record as it was at the boundary,
+    kept when their state first changes after it (needs_snapshot). A newcomer's
+    record says since which boundary they exist: they need no row."""
+    records = []
+    snapshots = []
+    for change, record in zip(changes, found):
+        if record is None:
+            records.append(PlayerRecord(change.after, time, boundary, boundary))
+            continue
+        if needs_snapshot(boundary, record.snap):
+            snapshots.append((change.player, record))
+        records.append(PlayerRecord(change.after, record.last_time if time is None else time, boundary, record.since))
+    return records, snapshots
 
 
 def needs_snapshot(boundary: int, snap: int | None) -> bool:

@@ -31,8 +31,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from .engine import Match, PlayerState, RatingSystem
 from .leagues import LeagueConfig
-from .rating import (NO_SNAPSHOT, Applied, LeagueState, PlayerRecord, WorkingRecords, apply_at, at_boundary,
-                     needs_snapshot)
+from .rating import NO_SNAPSHOT, Applied, LeagueState, PlayerRecord, WorkingRecords, apply_at, at_boundary
 
 LOG_CHUNK = 512  # log entries read at a time by a job's later parts
 
@@ -220,28 +219,20 @@ class _Rerating:
         self.working = working
         self.keeps_history = state.keeps_history
 
-    def players(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerState | None]:
-        get = self.working.get
-        return [None if (record := get(name)) is None else record.state for name in names]
+    def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
+        return [self.working.get(name) for name in names]
 
     def save(self, applied: Applied) -> None:
         state, league, working = self.state, self.league, self.working
-        match, place = applied.match, applied.place
-        boundary = place.boundary
-        for change in applied.changes:
-            name = change.player
-            record = working.get(name)
-            if record is None:
-                working.set(name, PlayerRecord(change.after, match.time, boundary, since=boundary))
-                continue
-            if needs_snapshot(boundary, record.snap):
-                state.put_snapshot(league, boundary, name, record)
-            last = match.time if match.time is not None else record.last_time
-            working.set(name, PlayerRecord(change.after, last, boundary, record.since))
+        for name, record in applied.snapshots:
+            state.put_snapshot(league, applied.place.boundary, name, record)
+        for change, record in zip(applied.changes, applied.records):
+            working.set(change.player, record)
         for change, row in zip(applied.changes, applied.history):
             state.put_history(league, change.player, row)
+        place = applied.place
         if place.opened is not None:
-            state.put_boundary(league, boundary, place.key, place.opened)
+            state.put_boundary(league, place.boundary, place.key, place.opened)
 
 
 class MemoryRecords(dict):

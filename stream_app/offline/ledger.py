@@ -10,7 +10,7 @@ from ..engine import Match, PlayerState, RatingChange, RatingSystem
 from ..events import Correction, Void
 from ..leagues import LeagueConfig
 from ..apply import apply
-from ..rating import VOIDED, Applied, DuplicateMatch, PlayerRecord, history_dropped, history_entry, needs_snapshot
+from ..rating import VOIDED, Applied, DuplicateMatch, PlayerRecord, history_dropped, history_entry
 from ..rerate import MemoryRecords, Rerated
 
 _PLAYER = attrgetter("player")
@@ -71,40 +71,39 @@ class Ledger:
         key = places[match_id]
         return VOIDED if key is None else {"key": key.hex()}
 
-    def players(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerState | None]:
-        players = self.leagues.get(league)
-        return [None] * len(names) if players is None else list(map(players.get, names))
+    def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
+        players = self.leagues.get(league, {})
+        snaps = self.snaps.get(league, {})
+        since = self.since.get(league, {})
+        return [None if (state := players.get(name)) is None
+                else PlayerRecord(state, None, snaps.get(name, 0), since.get(name, 0)) for name in names]
 
     def save(self, applied: Applied) -> None:
-        match, place, changes = applied.match, applied.place, applied.changes
+        match, place = applied.match, applied.place
         league = match.league
         players = self.leagues.get(league)
         if players is None:
             players = self.leagues[league] = {}
             self.places[league] = {}
             self.logs[league] = _Log()
-        boundary = place.boundary
-        if boundary:
+        for name, record in applied.snapshots:
+            self.put_snapshot(league, place.boundary, name, record)
+        if place.boundary:  # (records of boundary 0 say nothing a missing entry does not)
             snaps = self.snaps.setdefault(league, {})
             since = self.since.setdefault(league, {})
-            for change, prior in zip(changes, applied.prior):
-                name = change.player
-                if prior is None:
-                    since[name] = boundary
-                else:
-                    snap = snaps.get(name, 0)
-                    if needs_snapshot(boundary, snap):
-                        self.put_snapshot(league, boundary, name, PlayerRecord(prior, None, snap, since.get(name, 0)))
-                snaps[name] = boundary
-        players.update(zip(map(_PLAYER, changes), map(_AFTER, changes)))
+            for change, record in zip(applied.changes, applied.records):
+                snaps[change.player] = record.snap
+                if record.since:
+                    since[change.player] = record.since
+        players.update(zip(map(_PLAYER, applied.changes), map(_AFTER, applied.changes)))
         if place.new:
             self.places[league][match.match_id] = place.key
             self.logs[league].put(place.key, match)
         if place.opened is not None:
-            self.put_boundary(league, boundary, place.key, place.opened)
+            self.put_boundary(league, place.boundary, place.key, place.opened)
         self.records[league] = applied.record
         if self.keeps_history:
-            for change, row in zip(changes, applied.history):
+            for change, row in zip(applied.changes, applied.history):
                 self.put_history(league, change.player, row)
 
     # -- LeagueState: re-rates ------------------------------------------------------------
@@ -148,13 +147,6 @@ class Ledger:
         for table in (self.snapshot_rows.get(league, {}), self.boundaries.get(league, {})):
             for number in [n for n in table if n > after]:
                 del table[number]
-
-    def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
-        players = self.leagues.get(league, {})
-        snaps = self.snaps.get(league, {})
-        since = self.since.get(league, {})
-        return [None if (state := players.get(name)) is None
-                else PlayerRecord(state, None, snaps.get(name, 0), since.get(name, 0)) for name in names]
 
     def put_player(self, league: str, name: str, record: PlayerRecord | None) -> None:
         players = self.leagues.setdefault(league, {})

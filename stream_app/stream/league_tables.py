@@ -9,11 +9,10 @@ from typing import AbstractSet, Any, Sequence
 
 import orjson
 
-from ..engine import Match, PlayerState, RatingSystem
+from ..engine import Match, RatingSystem
 from ..leagues import LeagueConfig
-from ..rating import ABSENT, Applied, PlayerRecord, history_dropped, log_entry, match_from_log, needs_snapshot
-from .tables import (BOUNDARIES, HISTORY, JOBS, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SINCE, SNAP, SNAPSHOTS,
-                     WORKING,
+from ..rating import ABSENT, Applied, PlayerRecord, history_dropped, log_entry, match_from_log
+from .tables import (BOUNDARIES, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SINCE, SNAP, SNAPSHOTS, WORKING,
                      boundary_key, history_key, league_prefix, log_key, match_key, player_key, player_state,
                      snapshot_key, stored_player)
 from .transaction import PartitionTransaction
@@ -28,8 +27,7 @@ class PartitionLeagues:
     def __init__(self, state: PartitionTransaction, config: LeagueConfig):
         self.state = state
         self.config = config
-        self.stored: dict[str, dict[str, Any]] = {}  # the records of the players read (last_time, snap)
-        self.keys: dict[str, bytes] = {}  # the players' keys, built once per match
+        self.keys: dict[str, bytes] = {}  # the keys of the players read last, built once per match
 
     # -- applying at the end of the log ----------------------------------------------------
     def league(self, league: str) -> dict[str, Any] | None:
@@ -38,46 +36,32 @@ class PartitionLeagues:
     def placed(self, league: str, match_id: str) -> dict[str, Any] | None:
         return self.state.get(MATCHES, match_key(league, match_id))
 
-    def players(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerState | None]:
+    def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
         get = self.state.get
-        from_dict = system.state_from_dict
-        stored = self.stored
-        keys = self.keys
-        found: list[PlayerState | None] = []
+        keys = self.keys = {}
+        found: list[PlayerRecord | None] = []
         for name in names:
             key = keys[name] = player_key(league, name)
             raw = get(PLAYERS, key)
-            if raw is None:
-                found.append(None)
-                continue
-            stored[name] = raw
-            found.append(from_dict(player_state(raw)[0]))
+            found.append(None if raw is None else _player_record(raw, system))
         return found
 
     def save(self, applied: Applied) -> None:
         match, place = applied.match, applied.place
         league = match.league
         put = self.state.put
-        boundary = place.boundary
-        stored = self.stored
-        for change, prior in zip(applied.changes, applied.prior):
+        keys = self.keys
+        for name, record in applied.snapshots:
+            self.put_snapshot(league, place.boundary, name, record)
+        for change, record in zip(applied.changes, applied.records):
             name = change.player
-            raw = None if prior is None else stored[name]
-            if raw is None:
-                last, since = match.time, boundary
-            else:
-                if boundary and needs_snapshot(boundary, raw.get(SNAP, 0)):
-                    put(SNAPSHOTS, snapshot_key(league, boundary, name), raw)
-                last = match.time if match.time is not None else raw.get(LAST_TIME)
-                since = raw.get(SINCE, 0)
-            key = self.keys.get(name)
-            value = stored_player(change.after.to_dict(), last, boundary, since)
-            put(PLAYERS, player_key(league, name) if key is None else key, value)
+            key = keys.get(name)
+            put(PLAYERS, player_key(league, name) if key is None else key, _stored(record))
         if place.new:
             put(MATCHES, match_key(league, match.match_id), {"key": place.key.hex()})
             put(LOG, log_key(league, place.key), log_entry(match))
         if place.opened is not None:
-            self.put_boundary(league, boundary, place.key, place.opened)
+            self.put_boundary(league, place.boundary, place.key, place.opened)
         put(LEAGUES, league.encode(), applied.record)
         for change, row in zip(applied.changes, applied.history):
             self.put_history(league, change.player, row)
@@ -131,11 +115,6 @@ class PartitionLeagues:
         for table in (SNAPSHOTS, BOUNDARIES):
             for key, _ in self.state.scan(table, boundary_key(league, after + 1), end, raw=True):
                 self.state.put(table, key, None)
-
-    def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
-        get = self.state.get
-        return [None if (raw := get(PLAYERS, player_key(league, name))) is None else _player_record(raw, system)
-                for name in names]
 
     def put_player(self, league: str, name: str, record: PlayerRecord | None) -> None:
         self.state.put(PLAYERS, player_key(league, name), None if record is None else _stored(record))
