@@ -116,6 +116,12 @@ class ApiReads:
         return await self._read(f"/leagues/{_segment(league)}/players/{_segment(player)}/history",
                                 limit=limit, before=before)
 
+    async def predict(self, league: str, sides: list[list[str]]) -> dict[str, Any]:
+        """A match to come between `sides` (each a list of player ids): each side's win
+        probability, predicted rank and rating at stake, the draw probability and the
+        match quality (docs/algorithms.md)."""
+        return await self._read(f"/leagues/{_segment(league)}/predict", team=[",".join(side) for side in sides])
+
     async def all_history(self, league: str, player: str, most: int | None = None,
                           page_size: int = MAX_HISTORY_PAGE) -> AsyncIterator[dict[str, Any]]:
         """The player's rating changes, newest first, page after page (at most `most`)."""
@@ -144,7 +150,8 @@ class ApiReads:
             raise ValueError("RatingsClient has no API URL: pass api='http://HOST:PORT' (any worker's web port)")
         if self._http is None or self._http.closed:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.request_timeout))
-        params = urlencode({k: v for k, v in query.items() if v is not None}, quote_via=quote, safe="")
+        # (a list: the parameter repeated, one value each)
+        params = urlencode({k: v for k, v in query.items() if v is not None}, doseq=True, quote_via=quote, safe="")
         url = self.api + path + (f"?{params}" if params else "")
         for attempt in range(self.api_retries + 1):
             if attempt:

@@ -1,5 +1,5 @@
 """The streaming commands: `ratings worker`, `broker`, `produce`, `subscribe`,
-`leaderboard`, `player` and `demo`."""
+`leaderboard`, `player`, `predict` and `demo`."""
 
 from __future__ import annotations
 
@@ -101,6 +101,29 @@ def cmd_player(args: argparse.Namespace) -> int:
         for c in doc["history"]:
             print(f"{c['seq']:>6}  {c['match_id']:<24} {c['occurred_at'] or '-':<20} {c['rank']:>5} "
                   f"{c['rating_before']:>10.1f} {c['rating_after']:>10.1f} {c['rating_after'] - c['rating_before']:>+8.1f}")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    doc, status = _read(args, lambda c: c.predict(args.league, [side.split(",") for side in args.sides]))
+    if doc is None or args.json:
+        return status or _print_json(doc)
+    print(f"{' vs '.join(','.join(side['players']) for side in doc['sides'])} in {doc['league']} ({doc['algorithm']})")
+    stake = "change" in doc["sides"][0] and any(doc["sides"][0]["change"].values())
+    print(f"{'side':<32} {'win':>7} {'rank':>5}" + (f" {'if win':>9} {'if draw':>9} {'if loss':>9}" if stake else ""))
+    for side in doc["sides"]:
+        for n, player in enumerate(side["players"]):
+            label = f"{player} ({side['ratings'][player]:.1f})"
+            head = f"{side['win']:>7.1%} {side['rank']:>5}" if n == 0 else f"{'':>7} {'':>5}"
+            change = side.get("change", {})
+            tail = "".join(f" {change[outcome][player]:>+9.1f}" for outcome in ("win", "draw", "loss")) if stake else ""
+            print(f"{label:<32} {head}{tail}")
+    print(f"quality {doc['quality']:.2f}; the predicted order has probability {doc['rank_probability']:.1%}"
+          + ("" if doc["draw"] is None else f"; a draw {doc['draw']:.1%}"))
+    if doc["newcomers"]:
+        print(f"not rated yet (newcomers): {', '.join(doc['newcomers'])}")
+    if doc.get("change_unavailable"):
+        print(f"no rating at stake: {doc['change_unavailable']}")
     return 0
 
 
@@ -269,6 +292,15 @@ def add_commands(sub: Any) -> None:
     p.add_argument("player", metavar="PLAYER")
     p.add_argument("--history", type=positive_int, metavar="N",
                    help="also the N newest rating changes, newest first (with --json: as \"history\")")
+    add_api_flags(p)
+
+    p = command(sub, "predict", cmd_predict, "predict a match to come from a worker's HTTP API",
+                "Print what the league's rating system expects of a match between the sides (each a comma separated "
+                "list of player ids): each side's win probability and predicted rank, the draw probability where the "
+                "system has one, the match quality, and for two sides each player's rating change for a win, a draw "
+                "and a loss. Players the league does not know are rated as newcomers. " + reads)
+    p.add_argument("league", metavar="LEAGUE")
+    p.add_argument("sides", metavar="SIDE", nargs="+", help="a side: player ids separated by commas (at least two sides)")
     add_api_flags(p)
 
     p = command(sub, "demo", cmd_demo,

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar, Generic, Sequence, TypeVar
 
+import numpy as np
+
 
 class InvalidMatch(ValueError):
     """A match that cannot be rated. `code` is the dead-letter reason code."""
@@ -228,6 +230,62 @@ class RatingSystem(ABC, Generic[S]):
 
     def state_from_dict(self, data: dict[str, Any]) -> S:
         return self.State.from_dict(data)  # type: ignore[return-value]
+
+    # -- a match to come: the system's own model of its outcome -------------------------
+    def win_probability(self, side: Sequence[S], other: Sequence[S]) -> float:
+        """The probability that `side` finishes ahead of `other` (each: its members'
+        states, one member unless the system rates teams), by the system's model."""
+        raise NotImplementedError(f"the {self.name!r} system has no model of a match's outcome")
+
+    def predict_win(self, sides: Sequence[Sequence[S]]) -> list[float]:
+        """Each side's probability of finishing first, summing to 1. Two sides: the
+        model's; more: each side's mean probability of beating each other side,
+        normalised (openskill's generalisation of the two-side case)."""
+        if len(sides) == 2:
+            p = self.win_probability(sides[0], sides[1])
+            return [p, 1.0 - p]
+        n = len(sides)
+        wins = [sum(self.win_probability(side, other) for j, other in enumerate(sides) if j != i) / (n - 1)
+                for i, side in enumerate(sides)]
+        total = sum(wins)
+        return [win / total for win in wins]
+
+    def predict_draw(self, sides: Sequence[Sequence[S]]) -> float | None:
+        """The probability that the match is drawn (None: the system's model has no draws)."""
+        return None
+
+    def match_quality(self, sides: Sequence[Sequence[S]]) -> float:
+        """How even the match is, in [0, 1], 1 when every side is as likely to win: for a
+        system without an uncertainty, the least win probability against an even
+        match's (n times it). Systems with one override it (gaussian_quality)."""
+        p = self.predict_win(sides)
+        return min(1.0, len(p) * min(p))
+
+
+def gaussian_quality(sides: Sequence[Sequence[tuple[float, float]]], beta: float) -> float:
+    """TrueSkill's match quality (Herbrich, Minka and Graepel 2007, eq. 4.1, for any
+    number of sides): the chance of a draw relative to the most even match
+    possible, when each player's performance is normal around their skill `mu`
+    with variance sigma**2 + beta**2 and a side's performance is its members' sum.
+    `sides`: each side's members as (mu, sigma). In (0, 1]; 1 when the sides'
+    skills are equal and nothing is uncertain beyond beta."""
+    players = [player for side in sides for player in side]
+    mu = np.array([m for m, _ in players])
+    variance = np.diag([sigma * sigma for _, sigma in players])
+    # A: one column per neighbouring pair of sides, +1 for the first's members, -1 for the second's.
+    a = np.zeros((len(players), len(sides) - 1))
+    first = 0
+    for k, side in enumerate(sides):
+        if k < len(sides) - 1:
+            a[first:first + len(side), k] = 1.0
+        if k > 0:
+            a[first:first + len(side), k - 1] = -1.0
+        first += len(side)
+    spread = beta * beta * (a.T @ a)
+    total = spread + a.T @ variance @ a
+    difference = a.T @ mu
+    exponent = -0.5 * float(difference @ np.linalg.solve(total, difference))
+    return math.sqrt(np.linalg.det(spread) / np.linalg.det(total)) * math.exp(exponent)
 
 
 def is_team_match(match: Match) -> bool:

@@ -184,3 +184,7 @@ class Codeforces(RatingSystem[CodeforcesState]):
             extras: dict[str, Any] = {"expected_rank": e, "performance": q}
             changes.append(RatingChange(x.player, s, CodeforcesState(r, s.matches + 1), extras))
         return changes
+
+    def win_probability(self, side: Sequence[CodeforcesState], other: Sequence[CodeforcesState]) -> float:
+        """P(j beats x) of the seed (step 1 above), the round's model of a pair."""
+        return 1.0 / (1.0 + 10.0 ** ((other[0].rating - side[0].rating) / self.params.scale))

@@ -108,3 +108,8 @@ class Elo(RatingSystem[EloState]):
             RatingChange(a.player, before[0], after_a, {"expected_score": ea}),
             RatingChange(b.player, before[1], after_b, {"expected_score": eb}),
         ]
+
+    def win_probability(self, side: Sequence[EloState], other: Sequence[EloState]) -> float:
+        """The expected score the update uses, as a probability of winning (a draw
+        counts half, as in the update)."""
+        return expected_score(side[0].rating, other[0].rating, self.params.scale)

@@ -50,7 +50,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Match, Params, PlayerState, RatingChange, RatingSystem, require
+from .base import Match, Params, PlayerState, RatingChange, RatingSystem, gaussian_quality, require
 
 CENTRE = 1500.0  # the rating at mu = 0 (the papers'); the results do not depend on it
 G2_SCALE = 173.7178  # Glicko-2's conversion constant, as printed in the paper
@@ -220,6 +220,13 @@ def idle_periods(last_time: float | None, now: float | None, period_days: float)
     return max((now - last_time) / (period_days * SECS_PER_DAY) - 1.0, 0.0)
 
 
+def _alone(side: Sequence[Any], system: str) -> Any:
+    """The one player of a side: these systems rate individuals."""
+    if len(side) != 1:
+        raise ValueError(f"the {system!r} system rates individuals: a side is one player (got {len(side)})")
+    return side[0]
+
+
 @dataclass(frozen=True)
 class Glicko2Params(Params):
     initial: float = 1500.0  # rating of a newcomer
@@ -342,6 +349,38 @@ class _GlickoFamily(RatingSystem):
     def _capped(self, phi2: float, grown2: float) -> float:
         cap = self.params.deviation / self.SCALE  # type: ignore[attr-defined]
         return grown2 if grown2 <= cap * cap else max(cap * cap, phi2)
+
+    # ---- a match to come ----
+
+    def win_probability(self, side: Sequence[Any], other: Sequence[Any]) -> float:
+        """Glickman's expected score of one game between the two, with g of their
+        combined deviation: E = 1 / (1 + exp(-g(sqrt(phi_a^2 + phi_b^2)) (mu_a - mu_b)))
+        on the internal scale, i.e. 1 / (1 + 10^(-g(sqrt(RD_a^2 + RD_b^2)) (r_a - r_b) / 400))
+        for Glicko-1: his formula for the chance that a is the stronger when both
+        ratings are uncertain. From the states as they stand: the growth rate()
+        applies first (idle periods, Glicko-1's Step 1, Glicko-2's phi*) models
+        the time a rating period takes, not what is known of the players now, so
+        it is left out. E counts a draw as half a win, as the update does."""
+        a, b = _alone(side, self.name), _alone(other, self.name)
+        phi = math.hypot(a.deviation, b.deviation) / self.SCALE
+        # _sums' E of the one game. Only the rating difference matters: it is taken
+        # as mu against an opponent at 0 (a difference negates exactly when swapped).
+        _, _, e = _sums((a.rating - b.rating) / self.SCALE, ((0.0, _g(phi), 0.0),))
+        return e
+
+    def match_quality(self, sides: Sequence[Sequence[Any]]) -> float:
+        """TrueSkill's quality (base.gaussian_quality) with each player's (rating, RD)
+        and the performance spread `performance_beta`."""
+        players = [_alone(side, self.name) for side in sides]
+        return gaussian_quality([[(x.rating, x.deviation)] for x in players], self.performance_beta)
+
+    @property
+    def performance_beta(self) -> float:
+        """beta = 2 s / sqrt(pi) (about 196; s the scale constant): Glicko's model is
+        logistic, gaussian_quality's normal, and this normal spread gives two
+        certain players Phi(d / (sqrt 2 beta)), with the logistic E's slope 1 / (4 s)
+        at an even match (d = 0), where the quality matters most."""
+        return 2.0 * self.SCALE / math.sqrt(math.pi)
 
 
 class Glicko2(_GlickoFamily):

@@ -64,7 +64,8 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .base import Match, ParamError, Params, PlayerState, RatingChange, RatingSystem, require, team_members
+from .base import (Match, ParamError, Params, PlayerState, RatingChange, RatingSystem, gaussian_quality, require,
+                   team_members)
 from .mmr_math import TANH_MULTIPLIER, erfcx, inverse_mills, ranges, round_half_away, segment_sum, solve_decreasing
 
 SECS_PER_DAY = 86400.0
@@ -584,6 +585,56 @@ class _EloMmrBase(RatingSystem[MmrState]):
 
     def _rate_teams(self, match, before, mu, sig, beta, ranks) -> list[RatingChange[MmrState]]:
         raise NotImplementedError
+
+    # ---- a match to come ----
+
+    def _betas(self, side: Sequence[MmrState]) -> list[float]:
+        """Each member's beta, from its weight in its next round (noob_delay), as rate() takes it."""
+        if not side:
+            raise ValueError("a side needs at least one player")
+        if not self.teams and len(side) != 1:
+            raise ValueError(f"the {self.name!r} system rates individuals: a side is one player (got {len(side)})")
+        p = self.params
+        return p.perf_sigma(p.weights(np.fromiter((s.matches for s in side), np.int64, len(side)))).tolist()
+
+    def win_probability(self, side: Sequence[MmrState], other: Sequence[MmrState]) -> float:
+        """P(side performs above other) in the round's own model: a player performs
+        around mu with variance sigma^2 + beta^2, a team (elo-mmx) the sum of its
+        members' performances (as _rate_teams, all full-time), so the difference
+        has mean mu_a - mu_b and deviation delta = sqrt(sigma_a^2 + sigma_b^2 +
+        beta_a^2 + beta_b^2). Elo-MMchi: Phi((mu_a - mu_b) / delta). Elo-MMR: the
+        logistic of that deviation, 1 / (1 + exp(-pi (mu_a - mu_b) / (sqrt 3 delta))),
+        the paper's own approximation of a sum by a logistic of the same
+        variance (section 3.1). From the states as they stand: the round's
+        diffusion (gamma) models the time a round takes, and is left out."""
+        mu_a, var_a = self._performance(side)
+        mu_b, var_b = self._performance(other)
+        z = (mu_a - mu_b) / math.sqrt(var_a + var_b)
+        if self.gaussian:
+            return 0.5 * math.erfc(-z * _INV_SQRT2)
+        if z >= 0.0:
+            return 1.0 / (1.0 + math.exp(-TANH_MULTIPLIER * z))
+        e = math.exp(TANH_MULTIPLIER * z)  # no overflow however far behind
+        return e / (1.0 + e)
+
+    def _performance(self, side: Sequence[MmrState]) -> tuple[float, float]:
+        """The mean and variance of a side's performance. fsum: the members' order
+        does not change a bit."""
+        betas = self._betas(side)
+        return math.fsum(s.rating for s in side), math.fsum(s.sigma * s.sigma + b * b for s, b in zip(side, betas))
+
+    def match_quality(self, sides: Sequence[Sequence[MmrState]]) -> float:
+        """TrueSkill's quality (base.gaussian_quality) with each member's (mu, sigma)
+        and beta. The members' betas differ only under noob_delay: beta is then the
+        match's least, and a member's excess beta_i^2 - beta^2 joins its sigma^2, so
+        that every performance keeps its variance sigma_i^2 + beta_i^2."""
+        betas = [self._betas(side) for side in sides]
+        beta = min(min(b) for b in betas)
+        return gaussian_quality(
+            [[(s.rating, s.sigma if b == beta else math.sqrt(s.sigma * s.sigma + b * b - beta * beta))
+              for s, b in zip(side, bs)] for side, bs in zip(sides, betas)],
+            beta,
+        )
 
 
 class EloMmr(_EloMmrBase):

@@ -124,3 +124,7 @@ class Pairwise(RatingSystem[PairwiseState]):
             after = PairwiseState(rating=new_rating, matches=matches, soft_sum=soft_sum + new_rating)
             changes.append(RatingChange(x.player, state, after, {"expected_rank": expected}))
         return changes
+
+    def win_probability(self, side: Sequence[PairwiseState], other: Sequence[PairwiseState]) -> float:
+        """P(i beats j) of the virtual game between the two (the module's docstring)."""
+        return 1.0 / (1.0 + 10.0 ** ((other[0].rating - side[0].rating) / self.params.scale))

@@ -19,6 +19,11 @@ per-team min-max rescaling onto `weight_bounds` (a team of one gets the upper
 bound); its averaging of tied teams' mu changes is a no-op; with `margin` > 0 a
 score gap d > margin rescales the pair by log1p(d / margin); Phi is
 0.5 (1 + erf(x / sqrt 2)), whose rounding far left decides its cut-offs.
+
+A match to come is predicted as openskill's predict_win, predict_draw and
+predict_rank (the same in all five models): a side is its members' summed mu
+and sigma^2 (balance-weighted with `balance`), with no tau; pairs compare by
+Phi((mu_a - mu_b) / sqrt(2 beta^2 + s_a^2 + s_b^2)).
 """
 
 from __future__ import annotations
@@ -27,13 +32,14 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import combinations, pairwise
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from .base import (InvalidMatch, Match, Params, PlayerState, RatingChange, RatingSystem, is_team_match, require,
-                   team_members)
+from .base import (InvalidMatch, Match, Params, PlayerState, RatingChange, RatingSystem, gaussian_quality,
+                   is_team_match, require, team_members)
 
 MODELS = ("plackett-luce", "bradley-terry-full", "bradley-terry-part", "thurstone-mosteller-full",
           "thurstone-mosteller-part")
@@ -340,6 +346,35 @@ _COMPUTE: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
 }
 
 
+# ---- a match to come ----
+
+def _side(members: Sequence[WengLinState], p: WengLinParams) -> tuple[float, float]:
+    """A side's mu and sigma^2 as openskill sums them for a prediction: members by
+    ordinal, best first (that order fixes the rounding, so equal sides tie exactly,
+    as openskill's ranks need), each counted 1 + (best - own) / (best + kappa)
+    times with `balance`."""
+    ordered = sorted(members, key=lambda s: s.display_rating, reverse=True)
+    best = ordered[0].display_rating
+    mu = var = 0.0
+    for s in ordered:
+        factor = 1.0 + (best - s.display_rating) / (best + p.kappa) if p.balance else 1.0
+        mu += s.rating * factor
+        var += (s.sigma * factor) ** 2
+    return mu, var
+
+
+def _phi(x: float) -> float:
+    """Phi as openskill's predictions take it (statistics.NormalDist), not the
+    table `_cdf_pdf` that follows its rating code's vectorised rounding."""
+    return 0.5 * (1.0 + math.erf(x / _SQRT2))
+
+
+def _draw_quantile(players: int) -> float:
+    """Phi^-1((1 + 1/n) / 2): the half-width, in standard deviations, of the
+    central interval holding probability 1/n."""
+    return NormalDist().inv_cdf((1 + 1 / players) / 2)
+
+
 class WengLin(RatingSystem[WengLinState]):
     name = "weng-lin"
     Params = WengLinParams
@@ -444,3 +479,33 @@ class WengLin(RatingSystem[WengLinState]):
         spread[spread == 0] = 0.0001  # openskill's guard: equal weights all go to the lower bound
         scaled = (weight - least[tid]) / spread[tid] * (high - low) + low
         return np.where(np.bincount(tid, minlength=k)[tid] == 1, high, scaled)
+
+    # -- a match to come, as openskill's predict_win / predict_draw / predict_rank ----------
+    # Every model predicts alike (openskill 6.2 shares the code), so the base class's
+    # predict_win is openskill's: two sides [p, 1 - p], more the normalised mean of
+    # each side's pairwise probabilities.
+
+    def win_probability(self, side: Sequence[WengLinState], other: Sequence[WengLinState]) -> float:
+        """Phi of the sides' mu gap over the spread of two performances, each side's
+        own sigma^2 plus beta^2 per side (no tau: nothing has been played yet)."""
+        mu_a, var_a = _side(side, self.params)
+        mu_b, var_b = _side(other, self.params)
+        return _phi((mu_a - mu_b) / math.sqrt(2 * self.params.beta ** 2 + var_a + var_b))
+
+    def predict_draw(self, sides: Sequence[Sequence[WengLinState]]) -> float:
+        """The mean over the pairs of sides of P(|performance gap| < margin), the draw
+        margin being the one at which n players' summed noise draws with probability 1/n."""
+        p = self.params
+        players = sum(len(side) for side in sides)
+        margin = math.sqrt(players) * p.beta * _draw_quantile(players)
+        teams = [_side(side, p) for side in sides]
+        draws = []
+        for (mu_a, var_a), (mu_b, var_b) in combinations(teams, 2):
+            c = math.sqrt(2 * p.beta ** 2 + var_a + var_b)
+            draws.append(_phi((margin - mu_a + mu_b) / c) - _phi((mu_b - mu_a - margin) / c))
+        return sum(draws) / len(draws)
+
+    def match_quality(self, sides: Sequence[Sequence[WengLinState]]) -> float:
+        """TrueSkill's quality: a Weng-Lin player is the same Gaussian N(mu, sigma^2)
+        with performance noise beta."""
+        return gaussian_quality([[(s.rating, s.sigma) for s in side] for side in sides], self.params.beta)

@@ -18,6 +18,7 @@ from faust.web import Request, Response, View
 
 from ..events import ID_RULE, format_time, is_id
 from ..leagues import LeagueConfig
+from ..predict import PredictionError, parse_sides, predict
 from ..standings import Standing, Standings
 from . import observe
 from .reads import Reads
@@ -115,6 +116,11 @@ class Api:
             async def get(self, request: Request, league: str, player: str) -> Response:
                 return await api.serve(self, request, "history", league, lambda: api.history(request, league, player),
                                        player=player)
+
+        @app.page("/leagues/{league}/predict")
+        class Predict(View):
+            async def get(self, request: Request, league: str) -> Response:
+                return await api.serve(self, request, "predict", league, lambda: api.predict(request, league))
 
     # -- answering and forwarding ------------------------------------------------------
     async def answer(self, view: View, endpoint: str, local: Callable[[], Any]) -> Response:
@@ -245,6 +251,21 @@ class Api:
             raise Refused(404, f"player {player!r} not found in league {league!r}")
         changes, after = self.reads.history(league, player, limit, before)
         return {"league": league, "player": player, "changes": changes, "next": after}
+
+    def predict(self, request: Request, league: str) -> dict[str, Any]:
+        """A match to come between the `team` parameters' sides (stream_app/predict.py)."""
+        try:
+            sides = parse_sides(request.query.getall("team", []))
+            self._league_record(league)
+            system = self.config.system_for(league)
+            states = {}
+            for side in sides:
+                for player in side:
+                    stored = self.reads.player(league, player)
+                    states[player] = None if stored is None else system.state_from_dict(player_state(stored)[0])
+            return predict(system, league, sides, states)
+        except PredictionError as exc:
+            raise Refused(400, str(exc)) from None
 
     async def close(self) -> None:
         if self._http is not None:

@@ -179,12 +179,36 @@ def test_around_a_player_gives_the_radius_above_and_below(served):
     ("/leagues/chess/players/nobody/history", 404, ["player 'nobody' not found"]),
     ("/leagues/chess/players/nobody", 404, ["player 'nobody' not found"]),
     ("/leagues/chess/leaderboard?around=nobody", 404, ["player 'nobody' not found"]),
+    ("/leagues/chess/predict", 400, ["team", "at least two sides"]),
+    ("/leagues/chess/predict?team=chess-p0001", 400, ["team", "at least two sides"]),
+    ("/leagues/chess/predict?team=chess-p0001&team=chess-p0001", 400, ["team", "on sides 1 and 2"]),
+    ("/leagues/chess/predict?team=chess-p0001&team=", 400, ["team", "side 2", "empty id"]),
+    ("/leagues/chess/predict?team=chess-p0001&team=bad%20id", 400, ["team", "side 2", "characters"]),
+    ("/leagues/chess/predict?team=chess-p0001,chess-p0002&team=chess-p0003", 400, ["team", "individuals"]),
+    ("/leagues/chess/predict?team=a&team=" + ",".join(f"p{i}" for i in range(1000)), 400, ["team", "at most 1,000"]),
+    ("/leagues/nope/predict?team=a&team=b", 404, ["league 'nope' not found"]),
 ])
 def test_bad_requests_are_refused_naming_the_field_and_the_rule(served, path, status, words):
     a, b, _ = served
     for worker in (a, b):  # the owner, and a worker that forwards
         got, body = worker.get(path)
         assert got == status and all(word in body["error"] for word in words), body
+
+
+def test_predictions_equal_the_engine_on_the_replayed_states_from_either_worker(served):
+    a, b, expected = served
+    from stream_app.predict import predict
+
+    for league, sides in (("chess", [["chess-p0001"], ["chess-p0002"]]), ("chess", [["chess-p0003"], ["newcomer"]]),
+                          ("arena", [["arena-p00001"], ["arena-p00002"], ["arena-p00003"]])):
+        system = expected.config.system_for(league)
+        states = {player: expected.ledger.state(league, player) for side in sides for player in side}
+        want = predict(system, league, sides, states)
+        query = "&".join(f"team={','.join(side)}" for side in sides)
+        answers = [worker.get(f"/leagues/{league}/predict?{query}") for worker in (a, b)]  # owner and forwarder
+        assert answers[0] == answers[1] == (200, want)
+        assert sum(side["win"] for side in want["sides"]) == pytest.approx(1.0)
+    assert want["newcomers"] == [] and answers[0][1]["sides"][0]["players"] == ["arena-p00001"]
 
 
 def test_request_latency_is_measured_per_endpoint(served):

@@ -266,3 +266,43 @@ def test_refusals_exit_1_with_the_apis_message_and_no_worker_exits_2(served, cap
     done = subprocess.run([*RATINGS, "player", "chess", "chess-p0001", "--web-port", str(free_port())],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "cannot reach the API at http://127.0.0.1:" in done.stderr
+
+
+async def predict_with_client(url: str, league: str, sides: list[list[str]]) -> dict:
+    client = RatingsClient(api=url)  # reads need no broker
+    try:
+        return await client.predict(league, sides)
+    finally:
+        await client.stop()
+
+
+def test_predict_prints_and_returns_what_the_api_answers_for_every_system(served, capsys):
+    for league in served.state:
+        best, middle, last, *_ = served.sample(league)
+        teams = league in ("team", "relay")
+        sides = [[best, last], [middle, SPECIAL if league == "chess" else "newcomer"]] if teams else \
+            [[best], [SPECIAL if league == "chess" else "newcomer"]]
+        query = "&".join("team=" + ",".join(side).replace("+", "%2B") for side in sides)
+        status, api = served.worker.get(f"/leagues/{league}/predict?{query}")
+        assert status == 200 and [side["players"] for side in api["sides"]] == sides
+        assert sum(side["win"] for side in api["sides"]) == pytest.approx(1.0)
+        for side in api["sides"]:  # the ratings the prediction used are the replay's
+            for player, rating in side["ratings"].items():
+                assert rating == served.state[league].get(player, {"rating": rating})["rating"]
+        status, out, err = ratings(capsys, "predict", league, *(",".join(side) for side in sides), "--json",
+                                   "--api", served.url)
+        assert status == 0 and orjson.loads(out) == api, err
+        assert asyncio.run(predict_with_client(served.url, league, sides)) == api
+
+        status, out, err = ratings(capsys, "predict", league, *(",".join(side) for side in sides), "--api", served.url)
+        assert status == 0, err
+        lines = out.splitlines()
+        assert lines[0] == f"{' vs '.join(','.join(side) for side in sides)} in {league} ({api['algorithm']})"
+        first = lines[2].split()
+        assert first[0] == sides[0][0] and first[2] == f"{api['sides'][0]['win']:.1%}"
+        assert f"quality {api['quality']:.2f}" in out
+        if league != "chess":
+            assert "not rated yet (newcomers): newcomer" in out
+
+    status, _, err = ratings(capsys, "predict", "chess", "chess-p0001", "--api", served.url)
+    assert status == 1 and "team: at least two sides" in err

@@ -16,16 +16,8 @@ from hypothesis import strategies as st
 
 from stream_app.engine import InvalidMatch, Match, ParamError, Participant
 from stream_app.engine.wenglin import MODELS, WengLin, WengLinParams, WengLinState
+from tests.support.openskill import OPENSKILL
 
-models = pytest.importorskip("openskill.models")
-
-OPENSKILL = {
-    "plackett-luce": models.PlackettLuce,
-    "bradley-terry-full": models.BradleyTerryFull,
-    "bradley-terry-part": models.BradleyTerryPart,
-    "thurstone-mosteller-full": models.ThurstoneMostellerFull,
-    "thurstone-mosteller-part": models.ThurstoneMostellerPart,
-}
 PAIRWISE_FULL = ("bradley-terry-full", "thurstone-mosteller-full")
 TOL = 1e-6
 TAU_SQUARED = (25.0 / 300.0) ** 2
