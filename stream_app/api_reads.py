@@ -122,6 +122,12 @@ class ApiReads:
         match quality (docs/algorithms.md)."""
         return await self._read(f"/leagues/{_segment(league)}/predict", team=[",".join(side) for side in sides])
 
+    async def versus(self, league: str, player: str, opponent: str, limit: int = 10) -> dict[str, Any]:
+        """The two players' record together: against each other (wins, draws, losses of
+        `player`), on the same side, and their `limit` most recent shared matches."""
+        return await self._read(f"/leagues/{_segment(league)}/players/{_segment(player)}/versus/{_segment(opponent)}",
+                                limit=limit)
+
     async def all_history(self, league: str, player: str, most: int | None = None,
                           page_size: int = MAX_HISTORY_PAGE) -> AsyncIterator[dict[str, Any]]:
         """The player's rating changes, newest first, page after page (at most `most`)."""

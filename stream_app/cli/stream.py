@@ -1,5 +1,5 @@
 """The streaming commands: `ratings worker`, `broker`, `produce`, `subscribe`,
-`leaderboard`, `player`, `predict` and `demo`."""
+`leaderboard`, `player`, `predict`, `versus` and `demo`."""
 
 from __future__ import annotations
 
@@ -124,6 +124,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"not rated yet (newcomers): {', '.join(doc['newcomers'])}")
     if doc.get("change_unavailable"):
         print(f"no rating at stake: {doc['change_unavailable']}")
+    return 0
+
+
+def cmd_versus(args: argparse.Namespace) -> int:
+    doc, status = _read(args, lambda c: c.versus(args.league, args.player, args.opponent, args.limit))
+    if doc is None or args.json:
+        return status or _print_json(doc)
+    against, together = doc["against"], doc["together"]
+    print(f"{doc['player']} vs {doc['opponent']} in {doc['league']} ({doc['algorithm']}): {doc['matches']} matches "
+          f"together in the history kept")
+    print(f"against each other: {against['matches']} ({against['wins']} won, {against['draws']} drawn, "
+          f"{against['losses']} lost by {doc['player']})")
+    if together["matches"]:
+        print(f"on the same side: {together['matches']} ({together['wins']} won)")
+    if doc["recent"]:
+        print(f"\n{'match_id':<24} {'occurred_at':<20} {'side':<9} {'ranks':>7} {doc['player'][:12]:>13} "
+              f"{doc['opponent'][:12]:>13}")
+        for m in doc["recent"]:
+            print(f"{m['match_id']:<24} {m['occurred_at'] or '-':<20} {m['side']:<9} "
+                  f"{m['rank']:>3}-{m['opponent_rank']:<3} {m['rating_after'] - m['rating_before']:>+13.1f} "
+                  f"{m['opponent_rating_after'] - m['opponent_rating_before']:>+13.1f}")
     return 0
 
 
@@ -301,6 +322,17 @@ def add_commands(sub: Any) -> None:
                 "and a loss. Players the league does not know are rated as newcomers. " + reads)
     p.add_argument("league", metavar="LEAGUE")
     p.add_argument("sides", metavar="SIDE", nargs="+", help="a side: player ids separated by commas (at least two sides)")
+    add_api_flags(p)
+
+    p = command(sub, "versus", cmd_versus, "print two players' record against each other from a worker's HTTP API",
+                "Print what two players of a league did in the matches they both played, from the history each keeps "
+                "(history_max): the first player's wins, draws and losses against the second, the matches on the same "
+                "side (team matches), and the most recent shared matches with both rating changes. " + reads)
+    p.add_argument("league", metavar="LEAGUE")
+    p.add_argument("player", metavar="PLAYER")
+    p.add_argument("opponent", metavar="OPPONENT")
+    p.add_argument("--limit", type=count, default=10, metavar="N",
+                   help="recent shared matches to list (default %(default)s, at most 1000)")
     add_api_flags(p)
 
     p = command(sub, "demo", cmd_demo,

@@ -19,6 +19,7 @@ from faust.web import Request, Response, View
 from ..events import ID_RULE, format_time, is_id
 from ..leagues import LeagueConfig
 from ..predict import PredictionError, parse_sides, predict
+from ..versus import MAX_RECENT, head_to_head
 from ..standings import Standing, Standings
 from . import observe
 from .reads import Reads
@@ -116,6 +117,12 @@ class Api:
             async def get(self, request: Request, league: str, player: str) -> Response:
                 return await api.serve(self, request, "history", league, lambda: api.history(request, league, player),
                                        player=player)
+
+        @app.page("/leagues/{league}/players/{player}/versus/{opponent}")
+        class Versus(View):
+            async def get(self, request: Request, league: str, player: str, opponent: str) -> Response:
+                return await api.serve(self, request, "versus", league,
+                                       lambda: api.versus(request, league, player, opponent), player=player)
 
         @app.page("/leagues/{league}/predict")
         class Predict(View):
@@ -266,6 +273,21 @@ class Api:
             return predict(system, league, sides, states)
         except PredictionError as exc:
             raise Refused(400, str(exc)) from None
+
+    def versus(self, request: Request, league: str, player: str, opponent: str) -> dict[str, Any]:
+        """The two players' matches together, from the history each keeps (stream_app/versus.py)."""
+        id_param("opponent", opponent)
+        if opponent == player:
+            raise Refused(400, f"opponent: must be another player than {player!r}")
+        recent = int_param(request, "limit", 10, 0, MAX_RECENT)
+        record = self._league_record(league)
+        for name in (player, opponent):
+            if self.reads.player(league, name) is None:
+                raise Refused(404, f"player {name!r} not found in league {league!r}")
+        doc = head_to_head(league, player, opponent, self.reads.history_rows(league, player),
+                           self.reads.history_rows(league, opponent),
+                           lambda match_id: self.reads.teammates(league, match_id, player, opponent), recent)
+        return {**doc, "algorithm": record["algorithm"]}
 
     async def close(self) -> None:
         if self._http is not None:

@@ -27,8 +27,8 @@ from ..leagues import LeagueConfig
 from ..rating import history_entry
 from ..standings import Standing, Standings
 from .partitioner import league_partition
-from .tables import (HISTORY, LAST_TIME, LEAGUES, PLAYERS, history_prefix, league_prefix, player_key,
-                    player_state, seq_of, store_key)
+from .tables import (HISTORY, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, history_prefix, league_prefix, log_key,
+                     match_key, player_key, player_state, seq_of, store_key)
 from .store import LocalStore
 
 STANDINGS_KEPT = 64  # leagues whose standings are kept (least recently read dropped first)
@@ -88,6 +88,21 @@ class Reads:
         rows = self.store.scan_back(league_partition(league, self.partitions), prefix, below, limit + 1)
         entries = [history_entry(orjson.loads(value)) for _, value in rows[:limit]]
         return entries, (seq_of(rows[limit - 1][0]) if len(rows) > limit else None)
+
+    def history_rows(self, league: str, player: str) -> list[list[Any]]:
+        """Every history row the player keeps (rating.history_row), oldest first."""
+        prefix = store_key(HISTORY, history_prefix(league, player))
+        return [orjson.loads(value) for _, value in self.store.scan(league_partition(league, self.partitions), prefix)]
+
+    def teammates(self, league: str, match_id: str, player: str, other: str) -> bool:
+        """Whether the two were on the same side of the match (its log row's teams)."""
+        place = self._committed(MATCHES, league, match_key(league, match_id))
+        if place is None or "key" not in place:
+            return False
+        logged = self._committed(LOG, league, log_key(league, bytes.fromhex(place["key"])))
+        teams = {} if logged is None else {person[0]: person[3] if len(person) > 3 else None for person in logged[2]}
+        team = teams.get(player)
+        return team is not None and team == teams.get(other)
 
     # -- standings -----------------------------------------------------------------------
     async def standings(self, league: str) -> Standings:

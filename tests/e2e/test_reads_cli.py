@@ -306,3 +306,73 @@ def test_predict_prints_and_returns_what_the_api_answers_for_every_system(served
 
     status, _, err = ratings(capsys, "predict", "chess", "chess-p0001", "--api", served.url)
     assert status == 1 and "team: at least two sides" in err
+
+
+def shared_record(docs: list[dict], league: str, player: str, opponent: str) -> tuple[dict, dict, list[str]]:
+    """By brute force over the input: player's wins, draws and losses against opponent
+    on opposite sides, the matches on the same side and those won, and the shared
+    match ids newest first."""
+    against = {"matches": 0, "wins": 0, "draws": 0, "losses": 0}
+    together = {"matches": 0, "wins": 0}
+    shared = []
+    for doc in docs:
+        if doc["league"] != league:
+            continue
+        people = {p["player"]: p for p in doc["participants"]}
+        if player not in people or opponent not in people:
+            continue
+        a, b = people[player], people[opponent]
+        shared.append(doc["match_id"])
+        if a.get("team") is not None and a.get("team") == b.get("team"):
+            together["matches"] += 1
+            together["wins"] += a["rank"] == 1
+        else:
+            against["matches"] += 1
+            against["wins" if a["rank"] < b["rank"] else "losses" if a["rank"] > b["rank"] else "draws"] += 1
+    return against, together, shared[::-1]
+
+
+async def versus_with_client(url: str, league: str, player: str, opponent: str) -> dict:
+    client = RatingsClient(api=url)
+    try:
+        return await client.versus(league, player, opponent, limit=3)
+    finally:
+        await client.stop()
+
+
+def test_versus_counts_what_the_input_says_and_the_history_holds(served, capsys):
+    docs = events()
+    for league in ("chess", "karting", "team", "relay"):
+        player = served.sample(league)[0]
+        opponents = {p["player"] for doc in docs if doc["league"] == league
+                     and player in {x["player"] for x in doc["participants"]} for p in doc["participants"]} - {player}
+        for opponent in sorted(opponents)[:3]:
+            against, together, shared = shared_record(docs, league, player, opponent)
+            path = f"/leagues/{league}/players/{player}/versus/{opponent}?limit=3"
+            status, doc = served.worker.get(path)
+            assert status == 200, doc
+            assert (doc["against"], doc["together"], doc["matches"]) == (against, together, len(shared))
+            assert [m["match_id"] for m in doc["recent"]] == shared[:3]
+            for m in doc["recent"]:  # both players' changes, as the replay's history has them
+                mine = next(e for e in served.history[(league, player)] if e["match_id"] == m["match_id"])
+                theirs = next(e for e in served.history[(league, opponent)] if e["match_id"] == m["match_id"])
+                assert (m["rating_before"], m["rating_after"], m["rank"]) == \
+                    (mine["rating_before"], mine["rating_after"], mine["rank"])
+                assert (m["opponent_rating_before"], m["opponent_rating_after"]) == \
+                    (theirs["rating_before"], theirs["rating_after"])
+            status, out, err = ratings(capsys, "versus", league, player, opponent, "--limit", "3", "--json",
+                                       "--api", served.url)
+            assert status == 0 and orjson.loads(out) == doc, err
+            assert asyncio.run(versus_with_client(served.url, league, player, opponent)) == doc
+        if league in ("team", "relay"):
+            assert any(served.worker.get(f"/leagues/{league}/players/{player}/versus/{o}")[1]["together"]["matches"]
+                       for o in opponents)
+    status, out, err = ratings(capsys, "versus", "chess", SPECIAL, "chess-p0001", "--api", served.url)
+    assert status == 0 and out.startswith(f"{SPECIAL} vs chess-p0001 in chess (elo): ") and "against each other" in out
+    for path, code, words in (("/leagues/chess/players/chess-p0001/versus/chess-p0001", 400, "opponent: must be another"),
+                              ("/leagues/chess/players/chess-p0001/versus/bad%20id", 400, "opponent: must be 1 to"),
+                              ("/leagues/chess/players/chess-p0001/versus/nobody", 404, "player 'nobody' not found"),
+                              ("/leagues/chess/players/chess-p0001/versus/chess-p0002?limit=1001", 400, "limit"),
+                              ("/leagues/nope/players/a/versus/b", 404, "league 'nope' not found")):
+        status, body = served.worker.get(path)
+        assert status == code and words in body["error"], body
