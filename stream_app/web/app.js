@@ -54,8 +54,11 @@ const seg = encodeURIComponent;
 const leagueHref = (league, offset) => `#/league/${seg(league)}` + (offset ? `?offset=${offset}` : "");
 const aroundHref = (league, player) => `#/league/${seg(league)}/around/${seg(player)}`;
 const playerHref = (league, player) => `#/player/${seg(league)}/${seg(player)}`;
+const versusHref = (league, player, opponent) => `${playerHref(league, player)}/vs/${seg(opponent)}`;
 const when = (text) => (text ? text.replace("T", " ").replace("Z", " UTC") : "–");
 const fixed = (x, digits = 1) => (x === null || x === undefined ? "–" : Number(x).toFixed(digits));
+const percent = (p) => (p === null || p === undefined ? "–" : `${(100 * p).toFixed(1)}%`);
+const signed = (x) => (x === undefined ? "–" : (x >= 0 ? "+" : "") + fixed(x));
 
 function problem(error) {
   return el("p", { class: "error", id: "message", text: error.message });
@@ -141,7 +144,7 @@ async function leaguePage(draw, league, offset, around) {
 }
 
 // -- a player -----------------------------------------------------------------------
-async function playerPage(draw, league, player) {
+async function playerPage(draw, league, player, opponent) {
   where.textContent = `› ${league} › ${player}`;
   const base = `/leagues/${seg(league)}/players/${seg(player)}`;
   const doc = await api(base);
@@ -168,8 +171,68 @@ async function playerPage(draw, league, player) {
       el("div", {}, el("dt", { text: label }), el("dd", { id, text: value })))),
     el("h2", { text: "Rating history" }),
     changes.length ? chart(changes.slice().reverse()) : el("p", { class: "note", text: "No history kept." }),
+    el("h2", { text: "Against another player" }),
+    versusForm(league, player, opponent),
+    opponent === null ? null : await versusSection(league, player, opponent),
     el("h2", { text: "Recent matches" }),
     recentTable(changes.slice(0, RECENT)));
+}
+
+// Pick an opponent: the route names them, so the comparison can be linked to.
+function versusForm(league, player, opponent) {
+  const input = el("input", { id: "opponent", type: "search", placeholder: "opponent's id", "aria-label": "opponent" });
+  if (opponent !== null) input.value = opponent;
+  const form = el("form", { id: "versus-form" }, input, el("button", { type: "submit", text: "Compare" }));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const name = input.value.trim();
+    if (name) location.hash = versusHref(league, player, name);
+  });
+  return form;
+}
+
+// What the league's system expects of a match between the two (win and draw
+// probabilities, the rating at stake) and what they did when they met.
+async function versusSection(league, player, opponent) {
+  const query = `team=${seg(player)}&team=${seg(opponent)}`;
+  const odds = await api(`/leagues/${seg(league)}/predict?${query}`);
+  let record = null;
+  try {
+    record = await api(`/leagues/${seg(league)}/players/${seg(player)}/versus/${seg(opponent)}?limit=10`);
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 404)) throw error;  // a newcomer: no record yet
+  }
+  const [mine, theirs] = odds.sides;
+  const facts = [["win-player", `${player} wins`, percent(mine.win)], ["win-opponent", `${opponent} wins`, percent(theirs.win)]];
+  if (odds.draw !== null) facts.push(["draw", "draw", percent(odds.draw)]);
+  facts.push(["quality", "match quality", fixed(odds.quality, 2)]);
+  const stake = "win" in (mine.change || {}) ? el("table", { id: "stake" },
+    el("thead", {}, el("tr", {}, ...["", "if " + player + " wins", "draw", "if " + player + " loses"].map(
+      (head, i) => el("th", { class: i ? "num" : "", text: head })))),
+    el("tbody", {}, ...[[player, mine, ["win", "draw", "loss"]], [opponent, theirs, ["loss", "draw", "win"]]].map(
+      ([name, side, outcomes]) => el("tr", { "data-player": name }, el("td", { text: name }),
+        ...outcomes.map((outcome) => el("td", { class: `num ${outcome}`, text: signed(side.change[outcome][name]) }))))))
+    : el("p", { class: "note", id: "stake-note", text: odds.change_unavailable || "No rating at stake for this match." });
+  const newcomers = odds.newcomers.length
+    ? el("p", { class: "note", id: "newcomers", text: `Not rated yet: ${odds.newcomers.join(", ")}.` }) : null;
+  const against = record ? record.against : null;
+  const summary = record === null ? el("p", { class: "note", id: "versus-none", text: "They have not played each other." })
+    : el("p", { id: "versus-record", text: `Against each other: ${against.matches} matches, ${against.wins} won, `
+        + `${against.draws} drawn, ${against.losses} lost by ${player}`
+        + (record.together.matches ? `; on the same side: ${record.together.matches}, ${record.together.wins} won.` : ".") });
+  const recent = record && record.recent.length ? el("table", { id: "versus-recent" },
+    el("thead", {}, el("tr", {}, ...["match", "occurred at", "side", "places", player, opponent].map(
+      (head, i) => el("th", { class: i > 2 ? "num" : "", text: head })))),
+    el("tbody", {}, ...record.recent.map((m) => el("tr", {},
+      el("td", { text: m.match_id }), el("td", { text: when(m.occurred_at) }), el("td", { text: m.side }),
+      el("td", { class: "num", text: `${m.rank}–${m.opponent_rank}` }),
+      el("td", { class: "num", text: signed(m.rating_after - m.rating_before) }),
+      el("td", { class: "num", text: signed(m.opponent_rating_after - m.opponent_rating_before) })))))
+    : null;
+  return el("section", { id: "versus" },
+    el("dl", { class: "facts" }, ...facts.map(([id, label, value]) =>
+      el("div", {}, el("dt", { text: label }), el("dd", { id, text: value })))),
+    stake, newcomers, summary, recent);
 }
 
 function recentTable(changes) {
@@ -249,7 +312,8 @@ async function route() {
   try {
     if (parts[0] === "league" && parts.length === 2) await leaguePage(draw, parts[1], offset, null);
     else if (parts[0] === "league" && parts[2] === "around" && parts.length === 4) await leaguePage(draw, parts[1], 0, parts[3]);
-    else if (parts[0] === "player" && parts.length === 3) await playerPage(draw, parts[1], parts[2]);
+    else if (parts[0] === "player" && parts.length === 3) await playerPage(draw, parts[1], parts[2], null);
+    else if (parts[0] === "player" && parts[3] === "vs" && parts.length === 5) await playerPage(draw, parts[1], parts[2], parts[4]);
     else await leaguesPage(draw);
   } catch (error) {
     draw(problem(error), el("p", {}, el("a", { href: "#/", text: "the leagues" })));

@@ -208,3 +208,44 @@ def test_a_page_left_while_it_loads_is_not_drawn_over_the_next(site, browser):
         time.sleep(0.5)  # time for the player page's late answers to arrive
         assert by_css(browser, "#view h1")[0].text == "chess" and not by_css(browser, "#player-name")
         load(browser, url + "/ui/#/league/arena")
+
+
+def test_a_player_page_compares_with_an_opponent_as_the_api_predicts_and_counts(site, browser):
+    url, read, shots = site
+    board = read("/leagues/chess/leaderboard?limit=3")
+    player, opponent = board["players"][0]["player"], board["players"][2]["player"]
+    load(browser, url + "/ui/#/player/chess/" + urllib.parse.quote(player, safe=""))
+    box = by_css(browser, "#opponent")[0]
+    box.send_keys(opponent + "\n")
+    settle(browser)
+    assert browser.execute_script("return location.hash") == f"#/player/chess/{player}/vs/{opponent}"
+    odds = read(f"/leagues/chess/predict?team={player}&team={opponent}")
+    record = read(f"/leagues/chess/players/{player}/versus/{opponent}?limit=10")
+    mine, theirs = odds["sides"]
+    assert by_css(browser, "#win-player")[0].text == fixed(100 * mine["win"]) + "%"
+    assert by_css(browser, "#win-opponent")[0].text == fixed(100 * theirs["win"]) + "%"
+    assert by_css(browser, "#quality")[0].text == str(Decimal(odds["quality"]).quantize(Decimal("0.01"), ROUND_HALF_UP))
+    assert not by_css(browser, "#draw")  # elo has no draw model
+
+    def signed(x: float) -> str:
+        return ("+" if x >= 0 else "") + fixed(x)
+
+    stake = {row.get_attribute("data-player"): [cell.text for cell in row.find_elements("css selector", "td")[1:]]
+             for row in by_css(browser, "#stake tbody tr")}
+    assert stake == {player: [signed(mine["change"][o][player]) for o in ("win", "draw", "loss")],
+                     opponent: [signed(theirs["change"][o][opponent]) for o in ("loss", "draw", "win")]}
+    against = record["against"]
+    assert by_css(browser, "#versus-record")[0].text.startswith(
+        f"Against each other: {against['matches']} matches, {against['wins']} won, {against['draws']} drawn, "
+        f"{against['losses']} lost by {player}")
+    cells = [[cell.text for cell in row.find_elements("css selector", "td")] for row in by_css(browser, "#versus-recent tbody tr")]
+    assert [row[0] for row in cells] == [m["match_id"] for m in record["recent"]]
+    assert [row[4] for row in cells] == [signed(m["rating_after"] - m["rating_before"]) for m in record["recent"]]
+    browser.execute_script("document.getElementById('versus-form').scrollIntoView()")
+    screenshot(browser, shots / "versus.png")
+
+    # Someone the league does not know: rated as a newcomer, and no record.
+    load(browser, url + f"/ui/#/player/chess/{urllib.parse.quote(player, safe='')}/vs/somebody-new")
+    assert "somebody-new" in by_css(browser, "#newcomers")[0].text and by_css(browser, "#versus-none")
+    odds = read(f"/leagues/chess/predict?team={player}&team=somebody-new")
+    assert by_css(browser, "#win-player")[0].text == fixed(100 * odds["sides"][0]["win"]) + "%"
