@@ -14,6 +14,8 @@ with no writes running, measured in the same run.
      player        GET /leagues/L/players/P (P random; the answer has the rank and the percentile)
      around        GET /leagues/L/leaderboard?around=P&radius=10
      history       GET /leagues/L/players/P/history?limit=20
+     predict       GET /leagues/L/predict?team=P&team=Q (Q another random player)
+     versus        GET /leagues/L/players/P/versus/Q?limit=10
 3. loaded: the same while a separate process publishes a steady --rate
    matches/s (default 2,000) in the same league; the rate the worker applied
    during the requests (from /health) and how far it fell behind are recorded.
@@ -66,13 +68,15 @@ from tests.support.workers import FAST_GROUP
 from .streamtools import Worker, command_main, cpu_seconds, create_topics, dir_size, log, profile, publish, vm_hwm
 
 LEAGUE = "big"
-KINDS = ("leaderboard", "page", "player", "around", "history")
+KINDS = ("leaderboard", "page", "player", "around", "history", "predict", "versus")
 REQUESTS = {
     "leaderboard": "leaderboard?limit=100",
     "page": "leaderboard?limit=100&offset=R",
     "player": "players/P (rank, percentile)",
     "around": "leaderboard?around=P&radius=10",
     "history": "players/P/history?limit=20",
+    "predict": "predict?team=P&team=Q",
+    "versus": "players/P/versus/Q?limit=10",
 }
 TARGET_S = 0.020
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -249,6 +253,10 @@ def check(kind: str, status: int, body: bytes, player: str, offset: int) -> tupl
             return "error", f"player answer: {str(doc)[:200]}"
     elif kind == "history" and not doc.get("changes"):
         return "error", f"no history for {player}: {str(doc)[:200]}"
+    elif kind == "predict" and abs(sum(side.get("win", 0) for side in doc.get("sides") or []) - 1) > 1e-9:
+        return "error", f"prediction: {str(doc)[:200]}"
+    elif kind == "versus" and "against" not in doc:
+        return "error", f"versus: {str(doc)[:200]}"
     return "ok", ""
 
 
@@ -438,8 +446,11 @@ class ReadsBench:
             path = f"players/{player}"
         elif kind == "around":
             path = f"leaderboard?around={player}&radius=10"
-        else:
+        elif kind == "history":
             path = f"players/{player}/history?limit=20"
+        else:
+            other = f"p{(int(player[1:]) + 1 + self.rng.randrange(self.args.players - 1)) % self.args.players}"
+            path = f"predict?team={player}&team={other}" if kind == "predict" else f"players/{player}/versus/{other}?limit=10"
         status, body, seconds = self.client.get(f"/leagues/{LEAGUE}/{path}")
         verdict, why = check(kind, status, body, player, offset)
         if kind == "player" and verdict == "ok":
