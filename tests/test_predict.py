@@ -164,3 +164,17 @@ def test_bad_sides_name_the_parameter_and_the_rule(values, words):
 
 def test_good_sides_are_split_by_commas():
     assert parse_sides(["a,b", "c"]) == [["a", "b"], ["c"]]
+
+
+@pytest.mark.parametrize("algorithm", [a for a in sorted(SYSTEMS) if LEAGUES[a][0].system_for("l").teams])
+def test_every_teammates_rating_changes_the_result(algorithm):
+    import dataclasses
+
+    config, ledger = LEAGUES[algorithm]
+    system = config.system_for("l")
+    sides = [["p0", "p1", "p2"], ["p3", "p4", "p5"]]
+    states = {player: ledger.state("l", player) for side in sides for player in side}
+    win = predict(system, "l", sides, states)["sides"][0]["win"]
+    for player in sides[0]:
+        stronger = {**states, player: dataclasses.replace(states[player], rating=states[player].rating + 5.0)}
+        assert predict(system, "l", sides, stronger)["sides"][0]["win"] > win, player
