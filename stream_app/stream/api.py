@@ -22,6 +22,7 @@ from ..predict import PredictionError, parse_sides, predict
 from ..versus import MAX_RECENT, head_to_head
 from ..standings import Standing, Standings
 from . import observe
+from .openapi import served as openapi_document
 from .reads import Reads
 from .partitioner import league_partition
 from .tables import player_state
@@ -79,6 +80,13 @@ class Api:
     def routes(self, app: Any) -> None:
         api = self
         ui_routes(app)
+        openapi = openapi_document()
+
+        @app.page("/openapi.json")
+        class OpenApi(View):
+            async def get(self, request: Request) -> Response:
+                # The same on every worker: answered here, never forwarded.
+                return self.bytes(openapi, content_type="application/json")
 
         @app.page("/health")
         class Health(View):

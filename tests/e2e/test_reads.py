@@ -6,13 +6,17 @@ brute-force sort of its players; and bad requests refused by name."""
 from __future__ import annotations
 
 import random
+import urllib.request
 
+import orjson
 import pytest
 
 from stream_app.events import format_time, parse_match, parse_time
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
+from stream_app.stream.openapi import document
+from tests.support.openapi import checked
 from tests.support.workers import applied_by
 
 CONFIG = """
@@ -93,9 +97,11 @@ def test_every_league_is_listed_by_either_worker(served):
     leagues = [(league, record["algorithm"], record["matches"], record["players"])
                for league, record in sorted(expected.ledger.records.items())]
     for worker in (a, b):
-        status, body = worker.get("/leagues")
+        status, body = checked(worker, "/leagues")
         assert status == 200
         assert [(doc["league"], doc["algorithm"], doc["matches"], doc["players"]) for doc in body["leagues"]] == leagues
+        for league, *_ in leagues:
+            assert checked(worker, f"/leagues/{league}")[0] == 200
 
 
 def test_history_of_every_player_equals_the_replay_page_by_page(served):
@@ -105,7 +111,7 @@ def test_history_of_every_player_equals_the_replay_page_by_page(served):
         pages, before = [], None
         while True:
             query = "limit=7" + (f"&before={before}" if before is not None else "")
-            status, page = (a if len(pages) % 2 else b).get(f"/leagues/{league}/players/{player}/history?{query}")
+            status, page = checked(a if len(pages) % 2 else b, f"/leagues/{league}/players/{player}/history?{query}")
             assert status == 200, page
             assert page["league"] == league and page["player"] == player and len(page["changes"]) <= 7
             pages.append(page["changes"])
@@ -124,14 +130,14 @@ def test_leaderboards_ranks_percentiles_and_eligibility_equal_a_brute_force_sort
     seen = {"provisional": 0, "inactive": 0, "ranked": 0}
     for league in expected.ledger.leagues:
         board = expected.board(league)
-        status, body = b.get(f"/leagues/{league}/leaderboard?limit=100000")
+        status, body = checked(b, f"/leagues/{league}/leaderboard?limit=100000")
         assert status == 200
         assert [(row["rank"], row["player"], row["rating"], row["matches"]) for row in body["players"]] == [
             (i + 1, *row) for i, row in enumerate(board)]
         assert body["players_total"] == len(expected.ledger.leagues[league]) and body["eligible_total"] == len(board)
         rank = {name: i + 1 for i, (name, _, _) in enumerate(board)}
         for player, state in expected.ledger.leagues[league].items():
-            status, doc = a.get(f"/leagues/{league}/players/{player}")
+            status, doc = checked(a, f"/leagues/{league}/players/{player}")
             assert status == 200
             provisional, eligible = expected.status(league, player)
             assert (doc["provisional"], doc["eligible"], doc["rank"]) == (provisional, eligible, rank.get(player))
@@ -151,15 +157,15 @@ def test_around_a_player_gives_the_radius_above_and_below(served):
     board = expected.board("chess")
     for i in (0, 1, len(board) // 2, len(board) - 1):
         player = board[i][0]
-        status, body = a.get(f"/leagues/chess/leaderboard?around={player}&radius=3")
+        status, body = checked(a, f"/leagues/chess/leaderboard?around={player}&radius=3")
         assert status == 200 and body["around"] == player
         first = max(i - 3, 0)
         assert [(row["rank"], row["player"]) for row in body["players"]] == [
             (j + 1, board[j][0]) for j in range(first, min(i + 4, len(board)))]
         assert body["offset"] == first
-    status, body = a.get("/leagues/chess/leaderboard?around=rookie")
+    status, body = checked(a, "/leagues/chess/leaderboard?around=rookie")
     assert status == 404 and "provisional" in body["error"]
-    status, body = a.get("/leagues/chess/leaderboard?around=ghost0")
+    status, body = checked(a, "/leagues/chess/leaderboard?around=ghost0")
     assert status == 404 and "inactive" in body["error"]
 
 
@@ -191,7 +197,7 @@ def test_around_a_player_gives_the_radius_above_and_below(served):
 def test_bad_requests_are_refused_naming_the_field_and_the_rule(served, path, status, words):
     a, b, _ = served
     for worker in (a, b):  # the owner, and a worker that forwards
-        got, body = worker.get(path)
+        got, body = checked(worker, path)
         assert got == status and all(word in body["error"] for word in words), body
 
 
@@ -205,7 +211,7 @@ def test_predictions_equal_the_engine_on_the_replayed_states_from_either_worker(
         states = {player: expected.ledger.state(league, player) for side in sides for player in side}
         want = predict(system, league, sides, states)
         query = "&".join(f"team={','.join(side)}" for side in sides)
-        answers = [worker.get(f"/leagues/{league}/predict?{query}") for worker in (a, b)]  # owner and forwarder
+        answers = [checked(worker, f"/leagues/{league}/predict?{query}") for worker in (a, b)]  # owner and forwarder
         assert answers[0] == answers[1] == (200, want)
         assert sum(side["win"] for side in want["sides"]) == pytest.approx(1.0)
     assert want["newcomers"] == [] and answers[0][1]["sides"][0]["players"] == ["arena-p00001"]
@@ -224,3 +230,12 @@ def test_request_latency_is_measured_per_endpoint(served):
         assert worker.get("/leagues/chess/leaderboard?limit=5")[0] == 200
         assert worker.get("/leagues/chess/players/chess-p0001")[0] == 200
     assert built >= 1 and a.health()["standings_built"] + b.health()["standings_built"] == built
+
+
+def test_every_worker_serves_the_openapi_document_and_its_own_answers_match_it(served):
+    a, b, _ = served
+    for worker in (a, b):
+        with urllib.request.urlopen(worker.url + "/openapi.json", timeout=10) as reply:
+            assert reply.status == 200 and reply.headers.get_content_type() == "application/json"
+            assert orjson.loads(reply.read()) == document()
+        assert checked(worker, "/health")[0] == checked(worker, "/ready")[0] == 200

@@ -19,6 +19,7 @@ from stream_app import cli
 from stream_app.client import ApiError, RatingsClient
 from stream_app.processes import free_port
 from tests.support.leagues import league_events
+from tests.support.openapi import checked
 from tests.support.workers import WorkerProcess, applied_by
 
 MIN_MATCHES = 5
@@ -124,7 +125,7 @@ def test_player_equals_the_api_and_the_replay(served, capsys):
             status, out, err = ratings(capsys, "player", league, player, "--json", "--api", served.url)
             assert status == 0, err
             doc = orjson.loads(out)
-            assert doc == served.worker.get(f"/leagues/{league}/players/{player.replace('+', '%2B')}")[1]
+            assert doc == checked(served.worker, f"/leagues/{league}/players/{player.replace('+', '%2B')}")[1]
             replayed = served.state[league][player]
             assert {key: doc[key] for key in replayed} == replayed  # rating, matches and the system's extras
             rank = served.rank(league, player)
@@ -221,7 +222,8 @@ def test_around_has_the_player_at_the_brute_force_rank_and_marks_the_row(served,
                                        "--api", served.url)
             assert status == 0, err
             doc = orjson.loads(out)
-            assert doc == served.worker.get(f"/leagues/{league}/leaderboard?around={player.replace('+', '%2B')}&radius=2")[1]
+            around = f"/leagues/{league}/leaderboard?around={player.replace('+', '%2B')}&radius=2"
+            assert doc == checked(served.worker, around)[1]
             assert [(row["rank"], row["player"], row["rating"]) for row in doc["players"]] == window
             assert doc["around"] == player and doc["offset"] == window[0][0] - 1
             assert doc["players_total"] == players_total and doc["eligible_total"] == len(board)
@@ -283,7 +285,7 @@ def test_predict_prints_and_returns_what_the_api_answers_for_every_system(served
         sides = [[best, last], [middle, SPECIAL if league == "chess" else "newcomer"]] if teams else \
             [[best], [SPECIAL if league == "chess" else "newcomer"]]
         query = "&".join("team=" + ",".join(side).replace("+", "%2B") for side in sides)
-        status, api = served.worker.get(f"/leagues/{league}/predict?{query}")
+        status, api = checked(served.worker, f"/leagues/{league}/predict?{query}")
         assert status == 200 and [side["players"] for side in api["sides"]] == sides
         assert sum(side["win"] for side in api["sides"]) == pytest.approx(1.0)
         for side in api["sides"]:  # the ratings the prediction used are the replay's
@@ -349,7 +351,7 @@ def test_versus_counts_what_the_input_says_and_the_history_holds(served, capsys)
         for opponent in sorted(opponents)[:3]:
             against, together, shared = shared_record(docs, league, player, opponent)
             path = f"/leagues/{league}/players/{player}/versus/{opponent}?limit=3"
-            status, doc = served.worker.get(path)
+            status, doc = checked(served.worker, path)
             assert status == 200, doc
             assert (doc["against"], doc["together"], doc["matches"]) == (against, together, len(shared))
             assert [m["match_id"] for m in doc["recent"]] == shared[:3]
@@ -365,8 +367,8 @@ def test_versus_counts_what_the_input_says_and_the_history_holds(served, capsys)
             assert status == 0 and orjson.loads(out) == doc, err
             assert asyncio.run(versus_with_client(served.url, league, player, opponent)) == doc
         if league in ("team", "relay"):
-            assert any(served.worker.get(f"/leagues/{league}/players/{player}/versus/{o}")[1]["together"]["matches"]
-                       for o in opponents)
+            assert any(checked(served.worker, f"/leagues/{league}/players/{player}/versus/{o}")[1]
+                       ["together"]["matches"] for o in opponents)
     status, out, err = ratings(capsys, "versus", "chess", SPECIAL, "chess-p0001", "--api", served.url)
     assert status == 0 and out.startswith(f"{SPECIAL} vs chess-p0001 in chess (elo): ") and "against each other" in out
     for path, code, words in (("/leagues/chess/players/chess-p0001/versus/chess-p0001", 400, "opponent: must be another"),
@@ -374,5 +376,5 @@ def test_versus_counts_what_the_input_says_and_the_history_holds(served, capsys)
                               ("/leagues/chess/players/chess-p0001/versus/nobody", 404, "player 'nobody' not found"),
                               ("/leagues/chess/players/chess-p0001/versus/chess-p0002?limit=1001", 400, "limit"),
                               ("/leagues/nope/players/a/versus/b", 404, "league 'nope' not found")):
-        status, body = served.worker.get(path)
+        status, body = checked(served.worker, path)
         assert status == code and words in body["error"], body
