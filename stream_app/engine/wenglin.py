@@ -352,12 +352,13 @@ def _side(members: Sequence[WengLinState], p: WengLinParams) -> tuple[float, flo
     """A side's mu and sigma^2 as openskill sums them for a prediction: members by
     ordinal, best first (that order fixes the rounding, so equal sides tie exactly,
     as openskill's ranks need), each counted 1 + (best - own) / (best + kappa)
-    times with `balance`."""
+    times with `balance` (once when best + kappa is 0, where openskill divides by zero)."""
     ordered = sorted(members, key=lambda s: s.display_rating, reverse=True)
     best = ordered[0].display_rating
+    balance = p.balance and best + p.kappa != 0.0
     mu = var = 0.0
     for s in ordered:
-        factor = 1.0 + (best - s.display_rating) / (best + p.kappa) if p.balance else 1.0
+        factor = 1.0 + (best - s.display_rating) / (best + p.kappa) if balance else 1.0
         mu += s.rating * factor
         var += (s.sigma * factor) ** 2
     return mu, var
