@@ -19,6 +19,17 @@ The MSE index is the Codeforces analysis's (its formula 8): the mean over pairs 
 (P(i beats j) - outcome)^2 with outcome 1, 0.5 or 0, P from the logistic Elo
 formula on a 400 scale, here with the ratings before the round (a forecast).
 Rounds with more than MSE_MAX_PAIRS pairs use a fixed random sample of pairs.
+
+`Calibration` asks whether the systems' own win probabilities mean what they
+say, again before each round: in every round, up to CALIBRATION_PAIRS pairs of
+sides (participants, or teams in a team match) drawn at random (seeded by the
+round's index, so every system gets the same pairs), each in a random order;
+P(first ahead of second) is `system.win_probability(first, second)` on the
+sides' members' states before the round, the outcome 1 if the first finished
+strictly ahead, 0 if behind, 0.5 for a tie. A side with a newcomer is left out,
+as newcomers are above. The report: the Brier score (the mean of
+(P - outcome)^2) and ten bins of P, [0, 0.1) ... [0.9, 1], each with its
+count, mean P and observed frequency (the mean outcome).
 """
 
 from __future__ import annotations
@@ -27,14 +38,16 @@ import math
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_not
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..engine import Match, PlayerState, is_team_match, team_members
+from ..engine import Match, PlayerState, RatingSystem, is_team_match, team_members
 
 EXPERIENCED = 5
 MSE_MAX_PAIRS = 100_000
+CALIBRATION_PAIRS = 50
+CALIBRATION_BINS = 10
 _RANK = attrgetter("rank")
 _RATING_MATCHES = attrgetter("rating", "matches")
 
@@ -214,6 +227,114 @@ def _teams(match: Match, prior: Sequence[PlayerState | None]) -> tuple[np.ndarra
                          min(s.matches for s in states)))
     ranks, mu, played = zip(*rows) if rows else ((), (), ())
     return np.array(ranks, np.int64), np.array(mu, float), np.array(played, np.int64)
+
+
+def sample_pairs(m: int, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(first, second): k distinct unordered pairs of 0 .. m - 1 drawn uniformly (every
+    pair when there are at most k), each pair in a random order."""
+    total = m * (m - 1) // 2
+    if total <= k:
+        first, second = np.triu_indices(m, k=1)
+    else:
+        chosen = np.sort(rng.choice(total, k, replace=False))
+        # Pairs (i, j), i < j, numbered row by row: row i holds m - 1 - i of them from starts[i].
+        starts = np.concatenate(([0], np.cumsum(np.arange(m - 1, 0, -1))))
+        first = np.searchsorted(starts, chosen, side="right") - 1
+        second = first + 1 + (chosen - starts[first])
+    swap = rng.random(len(first)) < 0.5
+    return np.where(swap, second, first), np.where(swap, first, second)
+
+
+def calibration_table(p: np.ndarray, outcome: np.ndarray, bins: int = CALIBRATION_BINS) -> dict[str, Any]:
+    """Brier score and reliability bins of predictions `p` (in [0, 1]) against
+    outcomes (1, 0.5 or 0). `reliability` is the Brier score's calibration term
+    over the bins (Murphy): sum of count * (mean P - observed)^2 / pairs."""
+    p = np.asarray(p, float)
+    outcome = np.asarray(outcome, float)
+    n = len(p)
+    index = np.minimum(np.floor(p * bins), bins - 1).astype(np.int64)
+    counts = np.bincount(index, minlength=bins)
+    predicted = np.bincount(index, weights=p, minlength=bins)
+    observed = np.bincount(index, weights=outcome, minlength=bins)
+    rows = [{"low": b / bins, "high": (b + 1) / bins, "count": int(c),
+             "predicted": float(predicted[b] / c) if c else None,
+             "observed": float(observed[b] / c) if c else None} for b, c in enumerate(counts.tolist())]
+    used = counts > 0
+    gaps = float((counts[used] * ((predicted[used] - observed[used]) / counts[used]) ** 2).sum())
+    return {
+        "pairs": n,
+        "ties": int((outcome == 0.5).sum()),
+        "brier": float(np.mean((p - outcome) ** 2)) if n else None,
+        "reliability": float(gaps / n) if n else None,
+        "bins": rows,
+    }
+
+
+@dataclass
+class Calibration:
+    """Collects (P, outcome) pairs during a replay (the module's docstring);
+    `system_for(league)` gives the league's system (LeagueConfig.system_for)."""
+
+    system_for: Callable[[str], RatingSystem]
+    pairs: int = CALIBRATION_PAIRS
+    seed: int = 0
+    rounds: int = 0
+    # Per round: the pairs' predictions and outcomes (empty when nothing was scored).
+    rows: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+
+    def observe(self, match: Match, prior: Sequence[PlayerState | None]) -> None:
+        index = self.rounds
+        self.rounds += 1
+        ranks, sides = rated_sides(match, prior)
+        p = outcome = np.empty(0)
+        if len(sides) >= 2:
+            rng = np.random.default_rng((self.seed, index))
+            first, second = sample_pairs(len(sides), self.pairs, rng)
+            win = self.system_for(match.league).win_probability
+            p = np.array([win(sides[a], sides[b]) for a, b in zip(first.tolist(), second.tolist())], float)
+            outcome = _OUTCOMES[np.sign(ranks[second] - ranks[first]) + 1]
+        self.rows.append((p, outcome))
+
+    def report(self, skip_fraction: float = 0.1) -> dict[str, Any]:
+        """Every round but the first `skip_fraction`, as Accuracy.report."""
+        skip = int(len(self.rows) * skip_fraction)
+        kept = self.rows[skip:]
+        p = np.concatenate([r[0] for r in kept]) if kept else np.empty(0)
+        outcome = np.concatenate([r[1] for r in kept]) if kept else np.empty(0)
+        return {**calibration_table(p, outcome), "rounds_scored": sum(1 for r in kept if len(r[0])),
+                "rounds_skipped": skip}
+
+
+def rated_sides(match: Match, prior: Sequence[PlayerState | None]) -> tuple[np.ndarray, list[list[PlayerState]]]:
+    """The sides of the match (its teams; each participant alone without teams)
+    whose members all have a state before it: their ranks and those states."""
+    people = match.participants
+    if not is_team_match(match):
+        has = list(map(is_not, prior, repeat(None)))
+        alone = [[state] for state in prior if state is not None]
+        return np.fromiter(map(_RANK, compress(people, has)), np.int64, len(alone)), alone
+    ranks: list[int] = []
+    sides: list[list[PlayerState]] = []
+    for members in team_members(match):
+        states = [prior[i] for i in members]
+        if all(state is not None for state in states):
+            ranks.append(people[members[0]].rank)
+            sides.append(states)  # type: ignore[arg-type]
+    return np.array(ranks, np.int64), sides
+
+
+def format_calibration(report: dict[str, Any]) -> str:
+    """The bins as `observed / mean P (count)`, and the Brier score."""
+    lines = [f"calibration over {report['pairs']:,} pairs ({report['ties']:,} tied), {report['rounds_scored']} rounds "
+             f"(the first {report['rounds_skipped']} skipped), ratings before each round",
+             f"{'P(first ahead)':<16}{'pairs':>8}{'mean P':>10}{'observed':>10}"]
+    for row in report["bins"]:
+        if row["count"]:
+            lines.append(f"{row['low']:.1f}-{row['high']:.1f}{'':<9}{row['count']:>8,}{row['predicted']:>10.3f}"
+                         f"{row['observed']:>10.3f}")
+    brier = "-" if report["brier"] is None else format(report["brier"], ".4f")
+    lines.append(f"Brier score: {brier} (P = 0.5 always would score 0.25 without ties)")
+    return "\n".join(lines)
 
 
 def format_report(report: dict[str, float | int | None]) -> str:

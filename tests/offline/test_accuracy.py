@@ -7,14 +7,21 @@ from hypothesis import strategies as st
 
 from stream_app.offline.accuracy import (
     Accuracy,
+    Calibration,
+    calibration_table,
     count_strict_inversions,
+    format_calibration,
     mse_index,
     pair_inversion,
     rank_deviation,
+    sample_pairs,
     subset_places,
 )
-from stream_app.engine import Match, Participant
+from stream_app.engine import Match, Participant, make_system
 from stream_app.engine.elo import EloState
+from stream_app.engine.wenglin import WengLinState
+from stream_app.leagues import LeagueConfig
+from stream_app.offline.ledger import Ledger
 
 
 def brute_pair_inversion(mu, lo):
@@ -149,3 +156,155 @@ def test_report_rounds_scores_a_range_of_rounds():
     assert acc.report_rounds(0, 6)["pair_inversion"] == pytest.approx(100.0)
     assert acc.report_rounds(6, 10)["pair_inversion"] == pytest.approx(0.0)
     assert acc.report_rounds(4, 8)["pair_inversion"] == pytest.approx(50.0)
+
+
+# -- calibration of the systems' win probabilities ---------------------------------------
+
+
+def test_calibration_bins_and_brier_by_hand():
+    p = [0.05, 0.05, 0.0, 0.3, 0.55, 0.95, 1.0, 0.1]
+    outcome = [0.0, 1.0, 0.0, 0.0, 0.5, 1.0, 1.0, 1.0]
+    table = calibration_table(np.array(p), np.array(outcome))
+    assert table["pairs"] == 8
+    assert table["ties"] == 1
+    # (p - outcome)^2: .0025 .9025 0 .09 .0025 .0025 0 .81
+    assert table["brier"] == pytest.approx((0.0025 + 0.9025 + 0.09 + 0.0025 + 0.0025 + 0.81) / 8)
+    bins = table["bins"]
+    assert [b["low"] for b in bins] == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    # 0.1 and 0.3 open their bins, 1.0 is in the last.
+    assert [b["count"] for b in bins] == [3, 1, 0, 1, 0, 1, 0, 0, 0, 2]
+    assert bins[0]["predicted"] == pytest.approx(0.1 / 3)
+    assert bins[0]["observed"] == pytest.approx(1 / 3)
+    assert (bins[1]["predicted"], bins[1]["observed"]) == pytest.approx((0.1, 1.0))
+    assert (bins[3]["predicted"], bins[3]["observed"]) == pytest.approx((0.3, 0.0))
+    assert (bins[5]["predicted"], bins[5]["observed"]) == pytest.approx((0.55, 0.5))  # a tie observed as half
+    assert (bins[9]["predicted"], bins[9]["observed"]) == pytest.approx((0.975, 1.0))
+    assert bins[2]["predicted"] is None and bins[2]["observed"] is None
+    gaps = 3 * (0.1 / 3 - 1 / 3) ** 2 + 0.9 ** 2 + 0.3 ** 2 + 0.05 ** 2 + 2 * 0.025 ** 2
+    assert table["reliability"] == pytest.approx(gaps / 8)
+    empty = calibration_table(np.empty(0), np.empty(0))
+    assert empty["pairs"] == 0 and empty["brier"] is None and all(b["count"] == 0 for b in empty["bins"])
+
+
+def _two_player_rounds(rounds, seed):
+    """Rounds of two rated players whose Elo win probability (scale 400) is drawn
+    uniformly, the winner drawn with that probability."""
+    rng = np.random.default_rng(seed)
+    for index in range(rounds):
+        p = rng.uniform(0.01, 0.99)
+        gap = 400 * np.log10(p / (1 - p))  # P(a ahead) = p exactly
+        a_wins = rng.random() < p
+        match = Match("l", str(index), (Participant("a", 1 if a_wins else 2), Participant("b", 2 if a_wins else 1)))
+        yield match, [EloState(1500.0 + gap, 9), EloState(1500.0, 9)]
+
+
+def _calibrated(system, rounds=20_000):
+    calibration = Calibration(lambda league: system)
+    for match, prior in _two_player_rounds(rounds, seed=7):
+        calibration.observe(match, prior)
+    return calibration.report(skip_fraction=0)
+
+
+def test_outcomes_drawn_with_the_predicted_probabilities_are_observed_at_them():
+    report = _calibrated(make_system("elo"))
+    assert report["pairs"] == 20_000
+    for row in report["bins"]:
+        assert row["count"] > 1500  # about 2,000 each: the observed frequency is known to about 0.011
+        assert row["observed"] == pytest.approx(row["predicted"], abs=0.04)
+    assert report["brier"] == pytest.approx(1 / 6, abs=0.01)  # E[p (1 - p)] for p uniform
+    assert report["reliability"] < 0.001
+    # The same outcomes predicted by an overconfident model (half the scale) are not.
+    overconfident = _calibrated(make_system("elo", {"scale": 200.0}))
+    outer = [overconfident["bins"][k] for k in (0, 1, 8, 9)]
+    assert all(abs(row["observed"] - row["predicted"]) > 0.04 for row in outer)
+    assert overconfident["brier"] > report["brier"] + 0.01
+
+
+def test_calibration_uses_the_states_before_each_round():
+    ledger = Ledger(LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n'))
+    system = ledger.config.system_for("l")
+    calibration = Calibration(ledger.config.system_for)
+    ledger.observer = calibration.observe
+    ledger.apply(Match("l", "1", (Participant("a", 1), Participant("b", 2))))
+    assert len(calibration.rows[0][0]) == 0  # two newcomers: no pair
+    before = [ledger.state("l", "a"), ledger.state("l", "b")]
+    ledger.apply(Match("l", "2", (Participant("a", 1), Participant("b", 2))))
+    after = [ledger.state("l", "a"), ledger.state("l", "b")]
+    (q,), (outcome,) = calibration.rows[1]
+    a_first = q if outcome == 1.0 else 1.0 - q  # P(a ahead of b), whichever came first
+    assert a_first == pytest.approx(system.win_probability(before[:1], before[1:]), abs=1e-12)
+    assert a_first != pytest.approx(system.win_probability(after[:1], after[1:]), abs=1e-3)
+
+
+def test_ties_count_half_and_newcomers_are_left_out():
+    system = make_system("elo")
+    ratings = {"a": 1500.0, "b": 1400.0, "c": 1250.0}
+    names = {}
+    for x in ratings:
+        for y in ratings:
+            if x != y:
+                names[round(system.win_probability([EloState(ratings[x], 9)], [EloState(ratings[y], 9)]), 12)] = (x, y)
+    rank = {"a": 1, "b": 1, "c": 2, "d": 3}
+    match = Match("l", "1", tuple(Participant(x, rank[x]) for x in "abcd"))
+    calibration = Calibration(lambda league: system)
+    calibration.observe(match, [EloState(ratings["a"], 9), EloState(ratings["b"], 9), EloState(ratings["c"], 9), None])
+    p, outcome = calibration.rows[0]
+    seen = {}
+    for q, o in zip(p.tolist(), outcome.tolist()):
+        first, second = names[round(q, 12)]
+        seen[frozenset((first, second))] = o if first < second else 1 - o  # seen from the earlier name
+    # d, the newcomer, is in no pair; a and b tied: half; each ahead of c: 1.
+    assert seen == {frozenset("ab"): 0.5, frozenset("ac"): 1.0, frozenset("bc"): 1.0}
+    report = calibration.report(skip_fraction=0)
+    assert report["pairs"] == 3 and report["ties"] == 1
+    assert "3 pairs (1 tied)" in format_calibration(report)
+
+
+def test_team_matches_pair_teams_with_their_members_states():
+    calls = []
+
+    class Recording:
+        def win_probability(self, side, other):
+            calls.append((list(side), list(other)))
+            return 0.7
+
+    x1, x2, y1, y2, z1 = (WengLinState(25.0 + k, 8.0, 3) for k in range(5))
+    match = Match("l", "1", (Participant("a", 1, None, "x"), Participant("b", 1, None, "x"),
+                             Participant("c", 2, None, "y"), Participant("d", 2, None, "y"),
+                             Participant("e", 3, None, "z"), Participant("f", 3, None, "z")))
+    calibration = Calibration(lambda league: Recording())
+    calibration.observe(match, [x1, x2, y1, y2, z1, None])  # z has a newcomer: left out
+    assert len(calls) == 1
+    side, other = calls[0]
+    (q,), (outcome,) = calibration.rows[0]
+    if side == [x1, x2]:
+        assert other == [y1, y2] and outcome == 1.0
+    else:
+        assert (side, other) == ([y1, y2], [x1, x2]) and outcome == 0.0
+    assert q == 0.7
+
+
+def test_every_system_gets_the_same_pairs_in_the_same_order():
+    rng = np.random.default_rng(3)
+    rounds = [Match("l", str(index), tuple(Participant(f"p{k}", int(r)) for k, r in enumerate(rng.permutation(40) + 1)))
+              for index in range(5)]
+    prior = [EloState(1000.0 + 10 * k, 9) for k in range(40)]
+    tallies = [Calibration(lambda league, s=make_system("elo", {"scale": scale}): s) for scale in (400.0, 100.0)]
+    for tally in tallies:
+        for match in rounds:
+            tally.observe(match, prior)
+    for (p1, o1), (p2, o2) in zip(tallies[0].rows, tallies[1].rows):
+        assert len(o1) == 50
+        assert o1.tolist() == o2.tolist()
+        assert ((p1 > 0.5) == (p2 > 0.5)).all() and not np.allclose(p1, p2)
+
+
+def test_sample_pairs_are_distinct_and_all_when_few():
+    rng = np.random.default_rng(0)
+    first, second = sample_pairs(5, 50, rng)
+    assert sorted(map(tuple, map(sorted, zip(first.tolist(), second.tolist())))) == [
+        (i, j) for i in range(5) for j in range(i + 1, 5)]
+    first, second = sample_pairs(1000, 50, rng)
+    pairs = {tuple(sorted(x)) for x in zip(first.tolist(), second.tolist())}
+    assert len(pairs) == 50 and all(0 <= i < j < 1000 for i, j in pairs)
+    assert 0 < int((first > second).sum()) < 50  # each pair in a random order
