@@ -292,9 +292,10 @@ class Api:
         for name in (player, opponent):
             if self.reads.player(league, name) is None:
                 raise Refused(404, f"player {name!r} not found in league {league!r}")
+        teams = self.config.system_for(league).teams  # (otherwise no log row need be read: never teammates)
         doc = head_to_head(league, player, opponent, self.reads.history_rows(league, player),
                            self.reads.history_rows(league, opponent),
-                           lambda match_id: self.reads.teammates(league, match_id, player, opponent), recent)
+                           lambda match_id: teams and self.reads.teammates(league, match_id, player, opponent), recent)
         return {**doc, "algorithm": record["algorithm"]}
 
     async def close(self) -> None:

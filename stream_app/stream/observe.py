@@ -194,7 +194,8 @@ class Tally:
         self.rerates = 0
         self.rerate_parts = 0  # parts after the first (each committed on its own)
         self.last_rerate: dict[str, Any] | None = None
-        COMPILED_MODULES.set(len(compiled_modules()))
+        self.compiled = len(compiled_modules())  # (imports are done by the time a worker starts)
+        COMPILED_MODULES.set(self.compiled)
 
     def input(self, records: list[Any]) -> None:
         topics: dict[str, int] = {}
@@ -268,4 +269,4 @@ class Tally:
     def counts(self) -> dict[str, Any]:
         names = ("applied", "dead_letters", "duplicates", "forwarded", "rerates", "rerate_parts", "last_rerate", "started_at",
                  "first_applied_at")
-        return {**{name: getattr(self, name) for name in names}, "compiled_modules": len(compiled_modules())}
+        return {**{name: getattr(self, name) for name in names}, "compiled_modules": self.compiled}
