@@ -14,14 +14,16 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .engine import InvalidMatch, Match, PlayerState, RatingSystem
-from .events import BadEvent, Correction, Void
+from .events import BadEvent, Correction, SeasonStart, Void, format_time
 from .leagues import IN_ORDER, LeagueConfig, LeagueRule
-from .rating import VOIDED, Applied, DuplicateMatch, LeagueState, UnknownMatch, apply_at, order_key
+from .rating import (_NO_BOUNDARY, VOIDED, Applied, DuplicateMatch, LeagueState, SeasonStarted, UnknownMatch, apply_at,
+                     order_key, start_season_at)
 from .rerate import Edit, Rerated, rerate
+from .seasons import MANUAL
 
 
-def apply(config: LeagueConfig, state: LeagueState, item: Match | Void | Correction,
-          budget: int | None = None) -> Applied | Rerated | None:
+def apply(config: LeagueConfig, state: LeagueState, item: Match | Void | Correction | SeasonStart,
+          budget: int | None = None) -> Applied | Rerated | SeasonStarted | None:
     """Apply a match result or a command (what an input record holds). A re-rate
     with a `budget` (participant results per part) may stop after its first part:
     None comes back, and rerate.proceed goes on."""
@@ -29,6 +31,8 @@ def apply(config: LeagueConfig, state: LeagueState, item: Match | Void | Correct
         return apply_match(config, state, item, budget)
     if isinstance(item, Void):
         return void_match(config, state, item, budget)
+    if isinstance(item, SeasonStart):
+        return start_season(config, state, item)
     return correct_match(config, state, item, budget)
 
 
@@ -98,7 +102,35 @@ def correct_match(config: LeagueConfig, state: LeagueState, correction: Correcti
     return rerate(config, state, league, record, Edit(removed=key, added=(new_key, match)), match_id, budget)
 
 
-def _league(config: LeagueConfig, state: LeagueState, league: str, match_id: str) -> tuple[LeagueRule, dict[str, Any]]:
+def start_season(config: LeagueConfig, state: LeagueState, command: SeasonStart) -> SeasonStarted:
+    """A season-started command: the league's next season, at the end of its log."""
+    league = command.league
+    if state.league(league) is None:
+        raise BadEvent("unknown_league", f"league: {league!r} has no results yet (a season starts in a league that has)",
+                       "league", league)
+    rule, record = _league(config, state, league, None)
+    kind = rule.options.season
+    if kind != MANUAL:
+        having = "no seasons" if kind is None else f"{kind} seasons, started by its results' times"
+        raise BadEvent("season_rule", f"league: {league!r} has {having} (season-started needs season = \"manual\")",
+                       "league", league)
+    if any(row["name"] == command.season for row in state.seasons(league)):
+        raise BadEvent("season_exists", f"season: {command.season!r} was already used in league {league!r}",
+                       "season", league)
+    order_time = record.get("order_time")
+    if order_time is not None and command.time < order_time:
+        raise BadEvent("season_too_early", f"occurred_at: {format_time(command.time)} is before the league's latest "
+                       f"result ({format_time(order_time)}); a season starts after the results it follows",
+                       "occurred_at", league)
+    arrival = record.get("received", record["matches"])
+    record = {**record, "received": arrival + 1, "order_time": command.time}
+    boundary = record.get("boundary", _NO_BOUNDARY)[0]
+    return start_season_at(rule, state, record, league, command.season, command.time, order_key(command.time, arrival),
+                           boundary, True, command)
+
+
+def _league(config: LeagueConfig, state: LeagueState, league: str, match_id: str | None
+            ) -> tuple[LeagueRule, dict[str, Any]]:
     rule = config.rule_for(league)
     record = state.league(league)
     if record is None:

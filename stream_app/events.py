@@ -32,7 +32,8 @@ SEP = "\x1f"  # joins ids into keys; cannot occur in an id
 RESULT = "match-result.v1"
 VOIDED = "match-voided.v1"
 CORRECTED = "match-corrected.v1"
-SCHEMA_NAMES = (RESULT, VOIDED, CORRECTED, "rating-changed.v1", "dead-letter.v1")
+SEASON_STARTED = "season-started.v1"
+SCHEMA_NAMES = (RESULT, VOIDED, CORRECTED, SEASON_STARTED, "rating-changed.v1", "dead-letter.v1")
 
 
 def schema_dir() -> Path:
@@ -369,7 +370,21 @@ class Correction:
         return self.match.match_id
 
 
-def parse_input(raw: bytes | str | dict[str, Any]) -> Match | Void | Correction:
+@dataclass(slots=True)
+class SeasonStart:
+    """season-started.v1: the league's next season, by hand (seasons.py)."""
+
+    league: str
+    season: str
+    time: float
+    reason: str | None = None
+
+    @property
+    def match_id(self) -> None:  # (a dead letter names the match of an input; a season start has none)
+        return None
+
+
+def parse_input(raw: bytes | str | dict[str, Any]) -> Match | Void | Correction | SeasonStart:
     """An input record: a match result, or a command, told apart by `schema`."""
     doc = raw if isinstance(raw, dict) else decode_payload(raw)
     kind = doc.get("schema")
@@ -382,9 +397,18 @@ def parse_input(raw: bytes | str | dict[str, Any]) -> Match | Void | Correction:
         _check(CORRECTED, doc)
         standings = {key: value for key, value in doc.items() if key not in ("schema", "reason")}
         return Correction(validate_match(standings), doc["reason"])
+    if kind == SEASON_STARTED:
+        _check(SEASON_STARTED, doc)
+        try:
+            time = parse_time(doc["occurred_at"])
+        except ValueError:
+            raise BadEvent("invalid_time", "occurred_at: must be an RFC 3339 date-time with a time zone offset",
+                           "occurred_at", doc["league"]) from None
+        return SeasonStart(doc["league"], doc["season"], time, doc.get("reason"))
     league = doc.get("league") if isinstance(doc.get("league"), str) else None
     match_id = doc.get("match_id") if isinstance(doc.get("match_id"), str) else None
-    raise BadEvent("schema_violation", f"schema: must be one of {RESULT!r}, {VOIDED!r}, {CORRECTED!r} (got {kind!r}) (enum)",
+    raise BadEvent("schema_violation", f"schema: must be one of {RESULT!r}, {VOIDED!r}, {CORRECTED!r}, "
+                   f"{SEASON_STARTED!r} (got {kind!r}) (enum)",
                    "schema", league, match_id)
 
 

@@ -18,6 +18,10 @@ A TOML file:
     history_max = 1000
     late_results = "in_order"
     snapshot_every = 50
+    season = "monthly"        # seasons (stream_app/seasons.py)
+    season_reset = {shrink = 0.5, toward = "initial", min_uncertainty = 200}
+    tiers = [{name = "Bronze"}, {name = "Silver", min_rating = 1600}, {name = "Top 1%", top_percent = 1}]
+    floor = 400
 
 Without a file every league uses `elo` with its defaults. Every mistake
 (unknown algorithm, unknown key, wrong type, value out of range) is an error
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine import SYSTEMS, ParamError, RatingSystem, make_system
+from .seasons import KINDS, TOWARD_INITIAL, TOWARD_MEAN, SeasonReset, Tier
 
 
 class ConfigError(ValueError):
@@ -57,7 +62,12 @@ class LeagueOptions:
     league's latest is applied when it arrives with `late_results = "append"`,
     at its place in time with "in_order" (the league is re-rated from there).
     The league's log opens a boundary every `snapshot_every` results: a re-rate
-    starts from the last one before the first result it changes."""
+    starts from the last one before the first result it changes.
+
+    Seasons (stream_app/seasons.py): `season` is a schedule or "manual" (None:
+    one endless season), `season_reset` the soft reset at each season's start,
+    `tiers` the tiers shown, and every update and reset keeps a rating at or
+    above `floor`."""
 
     history_max: int | None = None
     min_matches: int = 0
@@ -65,13 +75,18 @@ class LeagueOptions:
     inactive_days: float | None = None
     late_results: str = APPEND
     snapshot_every: int = 10_000
+    season: str | None = None
+    season_reset: SeasonReset | None = None
+    tiers: tuple[Tier, ...] = ()
+    floor: float | None = None
 
     @property
     def inactive_seconds(self) -> float | None:
         return None if self.inactive_days is None else self.inactive_days * 86400.0
 
 
-OPTION_KEYS = ("history_max", "min_matches", "max_uncertainty", "inactive_days", "late_results", "snapshot_every")
+OPTION_KEYS = ("history_max", "min_matches", "max_uncertainty", "inactive_days", "late_results", "snapshot_every",
+               "season", "season_reset", "tiers", "floor")
 
 
 @dataclass(frozen=True)
@@ -185,6 +200,76 @@ def _options(values: dict[str, Any], algorithm: str, system: RatingSystem) -> Le
     every = integer("snapshot_every")
     if every is not None and every < 1:
         raise ParamError("snapshot_every", f"must be an integer >= 1 (got {every!r})")
+    season = values.get("season")
+    if season is not None and season not in KINDS:
+        raise ParamError("season", f"must be one of {', '.join(map(repr, KINDS))} (got {season!r})")
+    reset = _season_reset(values.get("season_reset"), system)
+    if reset is not None and season is None:
+        raise ParamError("season_reset", "needs `season` (a league without seasons never resets)")
+    floor = values.get("floor")
+    if floor is not None:
+        floor = _number("floor", floor)
     return LeagueOptions(history_max=integer("history_max"), min_matches=integer("min_matches") or 0,
                          max_uncertainty=positive("max_uncertainty"), inactive_days=positive("inactive_days"),
-                         late_results=late, snapshot_every=10_000 if every is None else every)
+                         late_results=late, snapshot_every=10_000 if every is None else every,
+                         season=season, season_reset=reset, tiers=_tiers(values.get("tiers")), floor=floor)
+
+
+def _number(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ParamError(key, f"must be a number (got {value!r})")
+    return float(value)
+
+
+def _season_reset(table: Any, system: RatingSystem) -> SeasonReset | None:
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise ParamError("season_reset", f"must be a table {{shrink, toward, min_uncertainty}} (got {table!r})")
+    for key in table:
+        if key not in ("shrink", "toward", "min_uncertainty"):
+            raise ParamError(f"season_reset.{key}", "unknown key (known: min_uncertainty, shrink, toward)")
+    shrink = _number("season_reset.shrink", table.get("shrink", 0.5))
+    if not 0.0 <= shrink <= 1.0:
+        raise ParamError("season_reset.shrink", f"must be between 0 and 1 (got {shrink!r})")
+    toward = table.get("toward", TOWARD_INITIAL)
+    if toward not in (TOWARD_INITIAL, TOWARD_MEAN):
+        raise ParamError("season_reset.toward", f"must be {TOWARD_INITIAL!r} or {TOWARD_MEAN!r} (got {toward!r})")
+    least = table.get("min_uncertainty")
+    if least is not None:
+        if not system.has_uncertainty:
+            raise ParamError("season_reset.min_uncertainty", f"{system.name!r} ratings have no uncertainty")
+        least = _number("season_reset.min_uncertainty", least)
+        if least <= 0:
+            raise ParamError("season_reset.min_uncertainty", f"must be a number > 0 (got {least!r})")
+    return SeasonReset(shrink, toward, least)
+
+
+def _tiers(items: Any) -> tuple[Tier, ...]:
+    if items is None:
+        return ()
+    if not isinstance(items, list) or not items:
+        raise ParamError("tiers", f"must be a non-empty array of tables {{name, min_rating?, top_percent?}} (got {items!r})")
+    tiers = []
+    names: set[str] = set()
+    for i, item in enumerate(items):
+        where = f"tiers[{i}]"
+        if not isinstance(item, dict):
+            raise ParamError(where, f"must be a table {{name, min_rating?, top_percent?}} (got {item!r})")
+        for key in item:
+            if key not in ("name", "min_rating", "top_percent"):
+                raise ParamError(f"{where}.{key}", "unknown key (known: min_rating, name, top_percent)")
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise ParamError(f"{where}.name", f"required: a non-empty string (got {name!r})")
+        if name in names:
+            raise ParamError(f"{where}.name", f"{name!r} names two tiers")
+        names.add(name)
+        least = item.get("min_rating")
+        top = item.get("top_percent")
+        if top is not None:
+            top = _number(f"{where}.top_percent", top)
+            if not 0.0 < top <= 100.0:
+                raise ParamError(f"{where}.top_percent", f"must be in (0, 100] (got {top!r})")
+        tiers.append(Tier(name, None if least is None else _number(f"{where}.min_rating", least), top))
+    return tuple(tiers)

@@ -55,6 +55,35 @@ def correction_events(algorithm: str, league: str, match_id: str, revision: int,
     return events
 
 
+def season_reset_events(algorithm: str, league: str, season: str, start: float,
+                        changes: Iterable[RatingChange]) -> list[dict[str, Any]]:
+    """One rating-changed event (cause "season_reset") per player whose state a season's
+    start changed. Its match_id is "season:" and the season's name."""
+    match_id = f"season:{season}"
+    occurred_at = format_time(start)
+    events = []
+    for change in changes:
+        event: dict[str, Any] = {
+            "schema": "rating-changed.v1",
+            "event_id": event_id(league, match_id, change.player),
+            "league": league,
+            "match_id": match_id,
+            "player": change.player,
+            "algorithm": algorithm,
+            "cause": "season_reset",
+            "season": season,
+            "occurred_at": occurred_at,
+            "rating_before": change.before.rating,
+            "rating_after": change.after.rating,
+            "delta": change.after.rating - change.before.rating,
+        }
+        public = change.after.public()
+        del public["rating"]
+        event.update(public)
+        events.append(event)
+    return events
+
+
 def rating_changed_events(algorithm: str, match: Match, changes: list[RatingChange]) -> list[dict[str, Any]]:
     """The rating-changed event of each participant's change, in participant order."""
     occurred_at = format_time(match.time) if match.time is not None else None

@@ -27,22 +27,26 @@ from dataclasses import dataclass
 from typing import AbstractSet as Set, Any, Protocol, Sequence
 
 from .engine import Match, Participant, PlayerState, RatingChange, RatingSystem
-from .events import BadEvent, format_time
-from .leagues import LeagueRule
+from .events import BadEvent, SeasonStart, format_time
+from .leagues import LeagueOptions, LeagueRule
+from .seasons import MANUAL, TOWARD_MEAN, archive_row, mean_rating, period, reset_rating, tier_of
+from .standings import Standing, Standings
 
 
 @dataclass(slots=True)
 class PlayerRecord:
     """A player's stored record: the rating state, the time of their last match with
     an occurred_at (inactivity is judged by it; the replay does not track it), the
-    boundary of the interval in which the state was last written, and the boundary
+    boundary of the interval in which the state was last written, the boundary
     of the interval in which the player got their first state (before it they had
-    none: no snapshot row needs to say so)."""
+    none: no snapshot row needs to say so), and their match count when the league's
+    season in progress started (0: they joined during it)."""
 
     state: PlayerState
     last_time: float | None = None
     snap: int = 0
     since: int = 0
+    base: int = 0
 
 
 # A snapshot row of a player who had no state at that boundary (written before records
@@ -85,6 +89,18 @@ class ApplyTarget(Protocol):
         participant's history entry, and for a new entry its place and log row, and
         the boundary it opens."""
 
+    def league_players(self, league: str, system: RatingSystem) -> list[tuple[str, PlayerRecord]]:
+        """Every player of the league with a record, by name (a season's start reads them all)."""
+
+    def seasons(self, league: str) -> list[dict[str, Any]]:
+        """The league's seasons, first to last: season number n is item n - 1 (season_row)."""
+
+    def save_season(self, started: "SeasonStarted") -> None:
+        """Store a season's start as `start_season_at` decided it: the players' new
+        records, their snapshot rows, the league's new record, the season that ended
+        (closed) with its final standings, the new season, and for a new entry (a
+        season-started command) its log row."""
+
 
 class LeagueState(ApplyTarget, Protocol):
     """The records `apply` reads and writes."""
@@ -105,6 +121,14 @@ class LeagueState(ApplyTarget, Protocol):
         """The league's log from this order key on, in order (the first `limit` entries)."""
 
     def put_log(self, league: str, key: bytes, match: Match | None) -> None: ...
+
+    def put_season(self, league: str, number: int, row: dict[str, Any]) -> None: ...
+
+    def put_final(self, league: str, number: int, rows: list[list[Any]]) -> None:
+        """Keep season `number`'s final standings (seasons.archive_row each)."""
+
+    def forget_seasons(self, league: str, after: int) -> None:
+        """Delete the seasons above `after` and the final standings of those from `after` on."""
 
     def boundary(self, league: str, number: int) -> tuple[bytes, dict[str, Any]] | None:
         """Boundary `number`'s order key and the league's record before it (None: none)."""
@@ -174,6 +198,7 @@ class Applied:
     record: dict[str, Any]  # the league's record after the match
     history: list[list[Any]]  # each participant's history row (history_row), in participant order (or none)
     place: Place
+    season: "SeasonStarted | None" = None  # the season the match started (a scheduled one), saved before it
 
 
 CAUSE_MATCH = "match"  # a history entry written by a match applied
@@ -224,9 +249,14 @@ def order_key(time: float | None, arrival: int) -> bytes:
     return _WORD.pack(bits) + _WORD.pack(arrival)
 
 
-def log_entry(match: Match) -> list[Any]:
-    """A log row: what re-applying the match needs."""
-    return [match.match_id, match.time, [_log_person(p) for p in match.participants]]
+Entry = Match | SeasonStart  # an entry of a league's log: a result, or a season started by hand
+
+
+def log_entry(entry: Entry) -> list[Any] | dict[str, Any]:
+    """A log row: what re-applying the entry needs (a season's start is an object)."""
+    if isinstance(entry, SeasonStart):
+        return {"season": entry.season, "time": entry.time, "reason": entry.reason}
+    return [entry.match_id, entry.time, [_log_person(p) for p in entry.participants]]
 
 
 def _log_person(p: Participant) -> list[Any]:
@@ -236,7 +266,9 @@ def _log_person(p: Participant) -> list[Any]:
     return [p.player, p.rank] if p.score is None else [p.player, p.rank, p.score]
 
 
-def match_from_log(league: str, entry: list[Any]) -> Match:
+def match_from_log(league: str, entry: list[Any] | dict[str, Any]) -> Entry:
+    if type(entry) is dict:
+        return SeasonStart(league, entry["season"], entry["time"], entry["reason"])
     match_id, time, people = entry
     return Match(league, match_id, tuple(Participant(*person) for person in people), time)
 
@@ -252,19 +284,30 @@ def apply_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], match
     after the match as recorded when it was rated (a restore saves it again
     without rating it again)."""
     system = rule.system
+    options = rule.options
+    count = record["matches"]
+    boundary, start = record.get("boundary", _NO_BOUNDARY)
+    opened = None
+    if count - start >= options.snapshot_every:
+        boundary, start, opened = boundary + 1, count, record
+    season = None
+    if options.season is not None and options.season != MANUAL and match.time is not None:
+        name, begins = period(options.season, match.time)
+        current = record.get("season")
+        if current is None or begins > current[2]:  # the first result of a later period starts its season
+            season = start_season_at(rule, state, record, match.league, name, begins, key, boundary, new, None)
+            record = season.record
     found = state.player_records(match.league, [participant.player for participant in match.participants], system)
     prior = [None if player is None else player.state for player in found]
     newcomers = prior.count(None)
     before = [system.initial_state() if known is None else known for known in prior] if newcomers else prior
     if outcome is None:
         changes = system.rate(match, before)
+        if options.floor is not None:
+            for change in changes:
+                change.after = system.floored(change.after, options.floor)
     else:
         changes = [RatingChange(p.player, b, a) for p, b, a in zip(match.participants, before, outcome)]
-    count = record["matches"]
-    boundary, start = record.get("boundary", _NO_BOUNDARY)
-    opened = None
-    if count - start >= rule.options.snapshot_every:
-        boundary, start, opened = boundary + 1, count, record
     after = {**record, "matches": count + 1, "players": record["players"] + newcomers}
     if received is not None:
         after.update(received)
@@ -278,7 +321,7 @@ def apply_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], match
         history = [history_row(match, participant, change) for participant, change in zip(match.participants, changes)]
     records, snapshots = _records_after(match.time, boundary, changes, found)
     applied = Applied(rule.algorithm, match, prior, changes, records, snapshots, after, history,
-                      Place(key, boundary, opened, new))
+                      Place(key, boundary, opened, new), season)
     state.save(applied)
     return applied
 
@@ -286,12 +329,14 @@ def apply_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], match
 _NO_BOUNDARY = (0, 0)  # no boundary opened yet: the league's start is boundary 0
 
 
-def _records_after(time: float | None, boundary: int, changes: list[RatingChange], found: list[PlayerRecord | None]
-                   ) -> tuple[list[PlayerRecord], list[tuple[str, PlayerRecord]]]:
+def _records_after(time: float | None, boundary: int, changes: list[RatingChange], found: Sequence[PlayerRecord | None],
+                   season_start: bool = False) -> tuple[list[PlayerRecord], list[tuple[str, PlayerRecord]]]:
     """Each participant's record after a match of interval `boundary` (at `time`), and
     the snapshot rows the match takes: a player's record as it was at the boundary,
     kept when their state first changes after it (needs_snapshot). A newcomer's
-    record says since which boundary they exist: they need no row."""
+    record says since which boundary they exist: they need no row. At a season's
+    start (`season_start`: every player's change) each record's base becomes the
+    player's match count."""
     records = []
     snapshots = []
     for change, record in zip(changes, found):
@@ -300,7 +345,8 @@ def _records_after(time: float | None, boundary: int, changes: list[RatingChange
             continue
         if needs_snapshot(boundary, record.snap):
             snapshots.append((change.player, record))
-        records.append(PlayerRecord(change.after, record.last_time if time is None else time, boundary, record.since))
+        records.append(PlayerRecord(change.after, record.last_time if time is None else time, boundary, record.since,
+                                    change.after.matches if season_start else record.base))
     return records, snapshots
 
 
@@ -321,3 +367,114 @@ def at_boundary(number: int, current: PlayerRecord | None, snapshot: Any) -> Pla
     if snapshot is not NO_SNAPSHOT:
         return snapshot
     return current
+
+
+# -- seasons (stream_app/seasons.py has the rules) -------------------------------------------
+@dataclass(slots=True)
+class SeasonStarted:
+    algorithm: str
+    league: str
+    number: int  # the new season's
+    season: dict[str, Any]  # its row (season_row)
+    ended: dict[str, Any] | None  # the row of the season that ended, closed (None: the league's first season)
+    final: list[list[Any]]  # the ended season's final standings (seasons.archive_row), by player
+    changes: list[RatingChange]  # every player's, by name (after == before: no reset)
+    records: list[PlayerRecord]  # every player's record after the start, in the order of `changes`
+    snapshots: list[tuple[str, PlayerRecord]]
+    record: dict[str, Any]  # the league's record after the start
+    place: Place  # the log entry that starts it: a season-started command, or the result a schedule starts it with
+    entry: SeasonStart | None  # the command (None: a scheduled season)
+
+    @property
+    def reset(self) -> list[RatingChange]:
+        """The players whose rating state the start changed."""
+        return [change for change in self.changes if change.after != change.before]
+
+
+def season_row(name: str, start: float, key: bytes, reason: str | None) -> dict[str, Any]:
+    """A season as the league keeps it: name, start (seconds), the order key of the
+    log entry that starts it, and once it has ended its end and player count."""
+    row: dict[str, Any] = {"name": name, "start": start, "key": key.hex()}
+    if reason is not None:
+        row["reason"] = reason
+    return row
+
+
+def start_season_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], league: str, name: str,
+                    start: float, key: bytes, boundary: int, new: bool, entry: SeasonStart | None) -> SeasonStarted:
+    """Start season `name` at `start` as the log's entry `key` (in interval `boundary`),
+    after the entries whose results made `record`, and save it: the season in
+    progress ends with its final standings kept, every player is reset (the
+    league's season_reset and floor), and each player's season base is their match
+    count. The one step that starts a season, scheduled or by hand, at the end of
+    the log or in a re-rate."""
+    system, options = rule.system, rule.options
+    players = state.league_players(league, system)
+    current = record.get("season")
+    number = 1 if current is None else current[0] + 1
+    ended = None
+    final: list[list[Any]] = []
+    if current is not None:
+        seasons = state.seasons(league)
+        final = final_standings(options, record.get("latest_time"), players)
+        ended = {**seasons[current[0] - 1], "end": start, "players": len(final)}
+    reset = options.season_reset
+    centre = 0.0
+    if reset is not None:
+        mean = mean_rating(found.state.rating for _, found in players) if reset.toward == TOWARD_MEAN else None
+        centre = system.initial_state().rating if mean is None else mean
+    changes = []
+    for player, found in players:
+        before = after = found.state
+        if reset is not None:
+            after = system.reset(before, reset_rating(reset, before.rating, centre), reset.min_uncertainty)
+        if options.floor is not None:
+            after = system.floored(after, options.floor)
+        changes.append(RatingChange(player, before, after))
+    records, snapshots = _records_after(None, boundary, changes, [found for _, found in players], season_start=True)
+    after_record = {**record, "season": [number, name, start]}
+    started = SeasonStarted(rule.algorithm, league, number, season_row(name, start, key, entry and entry.reason),
+                            ended, final, changes, records, snapshots, after_record, Place(key, boundary, None, new),
+                            entry)
+    state.save_season(started)
+    return started
+
+
+def final_standings(options: LeagueOptions, latest: float | None, players: list[tuple[str, PlayerRecord]]
+                    ) -> list[list[Any]]:
+    """The final standings of a season that ends: each player who played in it, with
+    their rank, percentile and tier by the leaderboard's rules at its end."""
+    standings = Standings(options, latest)
+    played = []
+    for name, found in players:
+        state = found.state
+        if state.matches > found.base:
+            standings.set(name, Standing(state.rating, state.matches, state.uncertainty, found.last_time))
+            played.append((name, found))
+    ranked = standings.eligible_total
+    rows = []
+    for name, found in played:
+        state = found.state
+        rank = standings.rank(name)
+        tier = tier_of(options.tiers, state.rating, rank, ranked) if options.tiers else None
+        rows.append(archive_row(name, state.rating, state.uncertainty, rank, standings.percentile(name), tier,
+                                state.matches - found.base))
+    return rows
+
+
+def store_seasons(state: LeagueState, started: SeasonStarted) -> None:
+    """What every store keeps of a season's start besides its players: the season
+    that ended, closed, with its final standings, and the new one."""
+    if started.ended is not None:
+        state.put_season(started.league, started.number - 1, started.ended)
+        state.put_final(started.league, started.number - 1, started.final)
+    state.put_season(started.league, started.number, started.season)
+
+
+def apply_entry(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], entry: Entry, key: bytes) -> dict[str, Any]:
+    """Apply a log entry again (a re-rate): the league's record after it."""
+    if isinstance(entry, SeasonStart):
+        boundary = record.get("boundary", _NO_BOUNDARY)[0]
+        return start_season_at(rule, state, record, entry.league, entry.season, entry.time, key, boundary, False,
+                               entry).record
+    return apply_at(rule, state, record, entry, key, new=False).record

@@ -31,7 +31,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from .engine import Match, PlayerState, RatingSystem
 from .leagues import LeagueConfig
-from .rating import NO_SNAPSHOT, Applied, LeagueState, PlayerRecord, WorkingRecords, apply_at, at_boundary
+from .rating import (NO_SNAPSHOT, Applied, Entry, LeagueState, PlayerRecord, SeasonStarted, WorkingRecords, apply_entry,
+                     at_boundary, store_seasons)
 
 LOG_CHUNK = 512  # log entries read at a time by a job's later parts
 
@@ -41,7 +42,7 @@ class Edit:
     """What changed in the log: an entry that goes, an entry that comes (or both)."""
 
     removed: bytes | None = None  # order key
-    added: tuple[bytes, Match] | None = None
+    added: tuple[bytes, Entry] | None = None
 
     @property
     def start(self) -> bytes:
@@ -107,12 +108,16 @@ def _rerate(config: LeagueConfig, state: LeagueState, league: str, record: dict[
     if edit.added is not None:
         insort(new, edit.added, key=lambda item: item[0])
         state.put_log(league, *edit.added)
-    names = list(dict.fromkeys(p.player for _, match in (*old, *new) for p in match.participants))
+    names = list(dict.fromkeys(p.player for _, entry in (*old, *new) if isinstance(entry, Match)
+                               for p in entry.participants))
+    if config.options_for(league).season is not None:  # a season's start changes every player
+        names = list(dict.fromkeys([*names, *(name for name, _ in state.league_players(league, system))]))
     current = dict(zip(names, state.player_records(league, names, system)))
     working = state.working(league, system)
     for name, at_boundary in _at_boundary(state, league, number, system, current).items():
         working.set(name, at_boundary)
     state.forget_snapshots(league, number)
+    _reopen_season(state, league, 0 if base is None or "season" not in base else base["season"][0])
     job = {"match_id": match_id, "record": record, "next": None, "reapplied": 0, "total": len(new),
            "working": base if base is not None else {"algorithm": config.rule_for(league).algorithm, "matches": 0,
                                                      "players": 0}}
@@ -148,8 +153,8 @@ def _run(config: LeagueConfig, state: LeagueState, league: str, job: dict[str, A
         if budget is not None and spent >= budget:
             job["next"] = key.hex()
             break
-        record = apply_at(rule, view, record, match, key, new=False).record
-        spent += len(match.participants)
+        record = apply_entry(rule, view, record, match, key)
+        spent += len(match.participants) if isinstance(match, Match) else 1
         job["reapplied"] += 1
     job["working"] = record
     working.flush()
@@ -188,6 +193,16 @@ def _finish(config: LeagueConfig, state: LeagueState, league: str, job: dict[str
     return Rerated(rule.algorithm, league, job["match_id"], final["revision"], corrections, final, job["reapplied"])
 
 
+def _reopen_season(state: LeagueState, league: str, number: int) -> None:
+    """The seasons as they were at the re-rate's start: season `number` in progress
+    (0: none yet), none after it. The entries applied again start them anew."""
+    seasons = state.seasons(league)
+    state.forget_seasons(league, number)
+    if number:
+        row = {key: value for key, value in seasons[number - 1].items() if key not in ("end", "players")}
+        state.put_season(league, number, row)
+
+
 def _start(state: LeagueState, league: str, record: dict[str, Any], start: bytes) -> tuple[int, bytes, dict | None]:
     """The last boundary at or before the order key `start`: its number, key and the
     league's record before it (boundary 0, the league's start, has none)."""
@@ -222,6 +237,21 @@ class _Rerating:
     def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
         return [self.working.get(name) for name in names]
 
+    def league_players(self, league: str, system: RatingSystem) -> list[tuple[str, PlayerRecord]]:
+        working = self.working
+        return [(name, record) for name in sorted(working.names()) if (record := working.get(name)) is not None]
+
+    def seasons(self, league: str) -> list[dict[str, Any]]:
+        return self.state.seasons(league)
+
+    def save_season(self, started: SeasonStarted) -> None:
+        state, league, working = self.state, self.league, self.working
+        for name, record in started.snapshots:
+            state.put_snapshot(league, started.place.boundary, name, record)
+        for change, record in zip(started.changes, started.records):
+            working.set(change.player, record)
+        store_seasons(state, started)
+
     def save(self, applied: Applied) -> None:
         state, league, working = self.state, self.league, self.working
         for name, record in applied.snapshots:
@@ -249,3 +279,4 @@ class MemoryRecords(dict):
 
     def forget(self, names: list[str]) -> None:
         self.clear()
+

@@ -231,6 +231,20 @@ class RatingSystem(ABC, Generic[S]):
     def state_from_dict(self, data: dict[str, Any]) -> S:
         return self.State.from_dict(data)  # type: ignore[return-value]
 
+    # -- seasons: what a league does to its ratings outside matches ------------------------
+    def reset(self, state: S, rating: float, min_uncertainty: float | None) -> S:
+        """A season's soft reset of `state`: this rating, and an uncertainty of at least
+        `min_uncertainty` (None: as it is) for a system with one. The match count stays
+        (a player's history goes on numbering their matches)."""
+        return dataclasses.replace(state, rating=rating)  # type: ignore[type-var]
+
+    def floored(self, state: S, floor: float) -> S:
+        """The state with its rating raised to `floor` if below it (a league's rating
+        floor; a departure from every system's formulas, docs/algorithms.md)."""
+        if state.rating >= floor:
+            return state
+        return dataclasses.replace(state, rating=floor)  # type: ignore[type-var]
+
     # -- a match to come: the system's own model of its outcome -------------------------
     def win_probability(self, side: Sequence[S], other: Sequence[S]) -> float:
         """The probability that `side` finishes ahead of `other` (each: its members'

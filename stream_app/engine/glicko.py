@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -381,6 +382,10 @@ class _GlickoFamily(RatingSystem):
         certain players Phi(d / (sqrt 2 beta)), with the logistic E's slope 1 / (4 s)
         at an even match (d = 0), where the quality matters most."""
         return 2.0 * self.SCALE / math.sqrt(math.pi)
+
+    def reset(self, state: Any, rating: float, min_uncertainty: float | None) -> Any:
+        deviation = state.deviation if min_uncertainty is None else max(state.deviation, min_uncertainty)
+        return dataclasses.replace(state, rating=rating, deviation=deviation)
 
 
 class Glicko2(_GlickoFamily):

@@ -495,6 +495,13 @@ class _EloMmrBase(RatingSystem[MmrState]):
             sig_limit=p.sig_limit,
         )
 
+    def reset(self, state: MmrState, rating: float, min_uncertainty: float | None) -> MmrState:
+        """A fresh state at the reset values (its performances go: they would pull the
+        rating back), keeping the match count and the time of the last match."""
+        sigma = state.sigma if min_uncertainty is None else max(state.sigma, min_uncertainty)
+        return MmrState(rating=rating, sigma=sigma, matches=state.matches, gauss_mu=rating, gauss_sigma=sigma,
+                        last_time=state.last_time, sig_limit=state.sig_limit)
+
     # ---- the round ----
 
     def rate(self, match: Match, before: Sequence[MmrState]) -> list[RatingChange[MmrState]]:

@@ -388,6 +388,10 @@ class WengLin(RatingSystem[WengLinState]):
     def initial_state(self) -> WengLinState:
         return WengLinState(self.params.mu, self.params.sigma)
 
+    def reset(self, state: WengLinState, rating: float, min_uncertainty: float | None) -> WengLinState:
+        sigma = state.sigma if min_uncertainty is None else max(state.sigma, min_uncertainty)
+        return WengLinState(rating, sigma, state.matches)
+
     def check(self, match: Match) -> None:
         super().check(match)
         self._layout(match)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import bisect
+from itertools import repeat
 from operator import attrgetter
 from typing import AbstractSet, Any, Callable, Sequence
 
 from ..engine import Match, PlayerState, RatingChange, RatingSystem
-from ..events import Correction, Void
+from ..events import Correction, SeasonStart, Void
 from ..leagues import LeagueConfig
 from ..apply import apply
-from ..rating import VOIDED, Applied, DuplicateMatch, PlayerRecord, history_dropped, history_entry
+from ..rating import (VOIDED, Applied, DuplicateMatch, PlayerRecord, SeasonStarted, history_dropped, history_entry,
+                      store_seasons)
 from ..rerate import MemoryRecords, Rerated
+from ..seasons import archive_entry, sorted_final
 
 _PLAYER = attrgetter("player")
 _AFTER = attrgetter("after")
@@ -36,13 +39,18 @@ class Ledger:
         self.jobs: dict[str, dict[str, Any]] = {}  # league -> a re-rate job stopped by a budget
         self.keeps_history = keep_history
         self.histories: dict[tuple[str, str], dict[int, list[Any]]] = {}  # (league, player) -> seq -> row
+        # Leagues with seasons: each player's season base and last match time (inactivity ranks a season's end).
+        self.bases: dict[str, dict[str, int]] = {}
+        self.last_times: dict[str, dict[str, float]] = {}
+        self.season_rows: dict[str, list[dict[str, Any]]] = {}  # league -> its seasons, first to last
+        self.finals: dict[tuple[str, int], list[list[Any]]] = {}  # (league, season number) -> final standings
         self.applied = 0
         self.duplicates = 0
         self.rerates = 0
         # Called with (match, prior states, None for newcomers) after each match applied at the end of its league.
         self.observer: Callable[[Match, list[PlayerState | None]], None] | None = None
 
-    def apply(self, item: Match | Void | Correction) -> list[RatingChange] | Rerated | None:
+    def apply(self, item: Match | Void | Correction | SeasonStart) -> list[RatingChange] | Rerated | SeasonStarted | None:
         """Apply a result or a command: the result's changes, a re-rate's outcome, or
         None if the result's match_id was already applied in its league."""
         try:
@@ -54,6 +62,8 @@ class Ledger:
             self.rerates += 1
             if isinstance(item, Match):
                 self.applied += 1
+            return done
+        if isinstance(done, SeasonStarted):
             return done
         self.applied += 1
         if self.observer is not None:
@@ -75,17 +85,65 @@ class Ledger:
         players = self.leagues.get(league, {})
         snaps = self.snaps.get(league, {})
         since = self.since.get(league, {})
+        if league in self.bases:
+            bases, last_times = self.bases[league], self.last_times[league]
+            return [None if (state := players.get(name)) is None
+                    else PlayerRecord(state, last_times.get(name), snaps.get(name, 0), since.get(name, 0),
+                                      bases.get(name, 0)) for name in names]
         return [None if (state := players.get(name)) is None
                 else PlayerRecord(state, None, snaps.get(name, 0), since.get(name, 0)) for name in names]
+
+    def league_players(self, league: str, system: RatingSystem) -> list[tuple[str, PlayerRecord]]:
+        names = sorted(self.leagues.get(league, {}))
+        return list(zip(names, self.player_records(league, names, system)))  # type: ignore[arg-type]
+
+    def seasons(self, league: str) -> list[dict[str, Any]]:
+        return list(self.season_rows.get(league, ()))
+
+    def save_season(self, started: SeasonStarted) -> None:
+        league, place = started.league, started.place
+        self._open(league)
+        for name, record in started.snapshots:
+            self.put_snapshot(league, place.boundary, name, record)
+        for change, record in zip(started.changes, started.records):
+            self.put_player(league, change.player, record)
+        if place.new and started.entry is not None:
+            self.logs[league].put(place.key, started.entry)
+        self.records[league] = started.record
+        store_seasons(self, started)
+
+    def put_season(self, league: str, number: int, row: dict[str, Any]) -> None:
+        rows = self.season_rows.setdefault(league, [])
+        if number <= len(rows):
+            rows[number - 1] = row
+        else:
+            rows.append(row)
+
+    def put_final(self, league: str, number: int, rows: list[list[Any]]) -> None:
+        self.finals[(league, number)] = rows
+
+    def forget_seasons(self, league: str, after: int) -> None:
+        rows = self.season_rows.get(league, [])
+        for number in range(max(after, 1), len(rows) + 1):
+            self.finals.pop((league, number), None)
+        del rows[after:]
+
+    def _open(self, league: str) -> None:
+        """A league's first write: its tables."""
+        if league not in self.leagues:
+            self.leagues[league] = {}
+            self.places[league] = {}
+            self.logs[league] = _Log()
+            if self.config.options_for(league).season is not None:
+                self.bases[league] = {}
+                self.last_times[league] = {}
 
     def save(self, applied: Applied) -> None:
         match, place = applied.match, applied.place
         league = match.league
-        players = self.leagues.get(league)
-        if players is None:
-            players = self.leagues[league] = {}
-            self.places[league] = {}
-            self.logs[league] = _Log()
+        if league not in self.leagues:
+            self._open(league)
+        players = self.leagues[league]
         for name, record in applied.snapshots:
             self.put_snapshot(league, place.boundary, name, record)
         if place.boundary:  # (records of boundary 0 say nothing a missing entry does not)
@@ -96,6 +154,8 @@ class Ledger:
                 if record.since:
                     since[change.player] = record.since
         players.update(zip(map(_PLAYER, applied.changes), map(_AFTER, applied.changes)))
+        if league in self.last_times and match.time is not None:
+            self.last_times[league].update(zip(map(_PLAYER, applied.changes), repeat(match.time)))
         if place.new:
             self.places[league][match.match_id] = place.key
             self.logs[league].put(place.key, match)
@@ -149,13 +209,18 @@ class Ledger:
                 del table[number]
 
     def put_player(self, league: str, name: str, record: PlayerRecord | None) -> None:
-        players = self.leagues.setdefault(league, {})
+        self._open(league)
+        players = self.leagues[league]
         snaps = self.snaps.setdefault(league, {})
         since = self.since.setdefault(league, {})
+        bases, last_times = self.bases.get(league), self.last_times.get(league)
         if record is None:
             players.pop(name, None)
             snaps.pop(name, None)
             since.pop(name, None)
+            if bases is not None and last_times is not None:
+                bases.pop(name, None)
+                last_times.pop(name, None)
         else:
             players[name] = record.state
             snaps[name] = record.snap
@@ -163,6 +228,9 @@ class Ledger:
                 since[name] = record.since
             else:
                 since.pop(name, None)
+            if bases is not None and last_times is not None:
+                _keep(bases, name, record.base or None)
+                _keep(last_times, name, record.last_time)
 
     def put_history(self, league: str, player: str, row: list[Any]) -> None:
         if not self.keeps_history:
@@ -211,9 +279,26 @@ class Ledger:
             for league, players in self.leagues.items()
         }
 
+    def final_standings(self) -> list[dict[str, Any]]:
+        """Every ended season's final standings, by league, season and rank (`ratings
+        replay --seasons`): each row with its league and season."""
+        out = []
+        for league in sorted(self.season_rows):
+            for number, row in enumerate(self.season_rows[league], start=1):
+                for final in sorted_final(self.finals.get((league, number), [])):
+                    out.append({"league": league, "season": row["name"], **archive_entry(final)})
+        return out
+
     @property
     def player_count(self) -> int:
         return sum(len(players) for players in self.leagues.values())
+
+
+def _keep(values: dict[str, Any], name: str, value: Any) -> None:
+    if value is None:
+        values.pop(name, None)
+    else:
+        values[name] = value
 
 
 class _Log:

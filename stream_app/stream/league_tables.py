@@ -11,10 +11,11 @@ import orjson
 
 from ..engine import Match, RatingSystem
 from ..leagues import LeagueConfig
-from ..rating import ABSENT, Applied, PlayerRecord, history_dropped, log_entry, match_from_log
-from .tables import (BOUNDARIES, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SINCE, SNAP, SNAPSHOTS, WORKING,
-                     boundary_key, history_key, league_prefix, log_key, match_key, player_key, player_state,
-                     snapshot_key, stored_player)
+from ..rating import (ABSENT, Applied, Entry, PlayerRecord, SeasonStarted, history_dropped, log_entry, match_from_log,
+                      store_seasons)
+from .tables import (BASE, BOUNDARIES, FINALS, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, SINCE, SNAP,
+                     SNAPSHOTS, WORKING, boundary_key, final_key, history_key, league_prefix, log_key, match_key,
+                     player_key, player_state, season_key, snapshot_key, stored_player)
 from .transaction import PartitionTransaction
 
 
@@ -66,6 +67,40 @@ class PartitionLeagues:
         for change, row in zip(applied.changes, applied.history):
             self.put_history(league, change.player, row)
 
+    def league_players(self, league: str, system: RatingSystem) -> list[tuple[str, PlayerRecord]]:
+        prefix = league_prefix(league)
+        return [(key[len(prefix):].decode(), _player_record(raw, system))
+                for key, raw in self.state.scan(PLAYERS, prefix, _after(prefix))]
+
+    def seasons(self, league: str) -> list[dict[str, Any]]:
+        prefix = league_prefix(league)
+        return [row for _, row in self.state.scan(SEASONS, prefix, _after(prefix))]
+
+    def save_season(self, started: SeasonStarted) -> None:
+        league, place = started.league, started.place
+        put = self.state.put
+        for name, record in started.snapshots:
+            self.put_snapshot(league, place.boundary, name, record)
+        for change, record in zip(started.changes, started.records):
+            put(PLAYERS, player_key(league, change.player), _stored(record))
+        if place.new and started.entry is not None:
+            put(LOG, log_key(league, place.key), log_entry(started.entry))
+        put(LEAGUES, league.encode(), started.record)
+        store_seasons(self, started)
+
+    def put_season(self, league: str, number: int, row: dict[str, Any]) -> None:
+        self.state.put(SEASONS, season_key(league, number), row)
+
+    def put_final(self, league: str, number: int, rows: list[list[Any]]) -> None:
+        for row in rows:
+            self.state.put(FINALS, final_key(league, number, row[0]), row)
+
+    def forget_seasons(self, league: str, after: int) -> None:
+        end = _after(league_prefix(league))
+        for table, first in ((SEASONS, after + 1), (FINALS, max(after, 1))):
+            for key, _ in self.state.scan(table, season_key(league, first), end, raw=True):
+                self.state.put(table, key, None)
+
     def put_history(self, league: str, player: str, row: list[Any]) -> None:
         seq = row[0]
         self.state.put(HISTORY, history_key(league, player, seq), row)
@@ -80,12 +115,12 @@ class PartitionLeagues:
     def put_placed(self, league: str, match_id: str, place: dict[str, Any]) -> None:
         self.state.put(MATCHES, match_key(league, match_id), place)
 
-    def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Match]]:
+    def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Entry]]:
         prefix = league_prefix(league)
         return [(key[len(prefix):], match_from_log(league, entry))
                 for key, entry in self.state.scan(LOG, prefix + start, _after(prefix), limit)]
 
-    def put_log(self, league: str, key: bytes, match: Match | None) -> None:
+    def put_log(self, league: str, key: bytes, match: Entry | None) -> None:
         self.state.put(LOG, log_key(league, key), None if match is None else log_entry(match))
 
     def boundary(self, league: str, number: int) -> tuple[bytes, dict[str, Any]] | None:
@@ -170,8 +205,10 @@ class TableRecords:
         self.changed.clear()
 
     def names(self) -> list[str]:
+        """Every player of the re-rate: those flushed by its parts so far, and those set since."""
         prefix = league_prefix(self.league)
-        return [key[len(prefix):].decode() for key, _ in self.state.scan(WORKING, prefix, _after(prefix))]
+        flushed = [key[len(prefix):].decode() for key, _ in self.state.scan(WORKING, prefix, _after(prefix), raw=True)]
+        return list(dict.fromkeys([*flushed, *self.records]))
 
     def forget(self, names: list[str]) -> None:
         for name in names:
@@ -186,8 +223,8 @@ def _after(prefix: bytes) -> bytes:
 
 def _player_record(raw: dict[str, Any], system: RatingSystem) -> PlayerRecord:
     data, last = player_state(raw)
-    return PlayerRecord(system.state_from_dict(data), last, raw.get(SNAP, 0), raw.get(SINCE, 0))
+    return PlayerRecord(system.state_from_dict(data), last, raw.get(SNAP, 0), raw.get(SINCE, 0), raw.get(BASE, 0))
 
 
 def _stored(record: PlayerRecord) -> dict[str, Any]:
-    return stored_player(record.state.to_dict(), record.last_time, record.snap, record.since)
+    return stored_player(record.state.to_dict(), record.last_time, record.snap, record.since, record.base)

@@ -16,8 +16,8 @@ from ..apply import apply, apply_match
 from ..engine import Match
 from ..events import BadEvent, parse_input
 from ..leagues import IN_ORDER, LeagueConfig
-from ..published import correction_events, dead_letter, rating_changed_events
-from ..rating import Applied, DuplicateMatch
+from ..published import correction_events, dead_letter, rating_changed_events, season_reset_events
+from ..rating import Applied, DuplicateMatch, SeasonStarted
 from ..rerate import Rerated, proceed
 from .commit import Output
 from .league_tables import PartitionLeagues
@@ -33,6 +33,7 @@ class Outcome:
     outputs: list[Output] = field(default_factory=list)
     applied: Applied | None = None
     rerated: Rerated | None = None
+    season: SeasonStarted | None = None  # a season started (by its command, or by a result)
     pending: str | None = None  # a league whose re-rate goes on in the next part
     dead_letter: BadEvent | None = None
     forwarded: bool = False
@@ -71,8 +72,15 @@ class RecordHandler:
             if isinstance(item, Match) and not self._in_order(league):
                 state.savepoint(journal=False)  # appended, never re-rated: its writes come after every check
             done = apply(self.config, PartitionLeagues(state, self.config), item, self.rerate_part)
-            if isinstance(done, Applied):
-                state.record_entry(entry_payload(done))
+            if isinstance(done, SeasonStarted):
+                state.record_written()  # every player's record: as rows
+                self._season_started(done, outcome)
+            elif isinstance(done, Applied):
+                if done.season is None:
+                    state.record_entry(entry_payload(done))
+                else:
+                    state.record_written()
+                    self._season_started(done.season, outcome)
                 outcome.applied = done
                 outcome.outputs.extend(Output("change", league.encode(), _encode(event))
                                        for event in rating_changed_events(done.algorithm, done.match, done.changes))
@@ -112,6 +120,13 @@ class RecordHandler:
             state.rollback()
             raise
         return outcome
+
+    def _season_started(self, started: SeasonStarted, outcome: Outcome) -> None:
+        outcome.season = started
+        key = started.league.encode()
+        events = season_reset_events(started.algorithm, started.league, started.season["name"], started.season["start"],
+                                     started.reset)
+        outcome.outputs.extend(Output("change", key, _encode(event)) for event in events)
 
     def _rerated(self, league: str, done: Rerated | None, outcome: Outcome) -> None:
         if done is None:

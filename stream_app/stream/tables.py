@@ -25,8 +25,10 @@ SNAPSHOTS = "snapshots"  # players' states at the log's boundaries
 BOUNDARIES = "boundaries"
 WORKING = "working"  # the player records a re-rate rebuilds (rerate.py)
 JOBS = "jobs"  # each league's re-rate in progress
+SEASONS = "seasons"  # each league's seasons, by number (rating.season_row)
+FINALS = "finals"  # each ended season's final standings, by season and player (seasons.archive_row)
 TABLE_PREFIX = {PLAYERS: b"p", LEAGUES: b"l", MATCHES: b"m", HISTORY: b"h", LOG: b"a", SNAPSHOTS: b"s", BOUNDARIES: b"b",
-                WORKING: b"w", JOBS: b"j"}
+                WORKING: b"w", JOBS: b"j", SEASONS: b"n", FINALS: b"f"}
 # Committed values of these tables stay cached between batches (read again, batch
 # after batch); other keys (match ids: read once, to find a duplicate) only within one.
 TABLES = Tables(TABLE_PREFIX, cached=frozenset((PLAYERS, LEAGUES)))
@@ -69,6 +71,14 @@ def boundary_key(league: str, number: int) -> bytes:
     return league_prefix(league) + number.to_bytes(8, "big")
 
 
+def season_key(league: str, number: int) -> bytes:
+    return league_prefix(league) + number.to_bytes(8, "big")
+
+
+def final_key(league: str, number: int, player: str) -> bytes:
+    return season_key(league, number) + player.encode()
+
+
 def snapshot_key(league: str, number: int, player: str) -> bytes:
     """By boundary, then player: a re-rate reads the rows from its boundary on in one scan."""
     return boundary_key(league, number) + player.encode()
@@ -81,28 +91,32 @@ def snapshot_key(league: str, number: int, player: str) -> bytes:
 LAST_TIME = "last_occurred"
 SNAP = "snap"
 SINCE = "since"
+BASE = "season_base"
 
 
-def stored_player(state: dict[str, Any], last_time: float | None, snap: int, since: int) -> dict[str, Any]:
+def stored_player(state: dict[str, Any], last_time: float | None, snap: int, since: int, base: int) -> dict[str, Any]:
     """A player record as stored: the rating state's dict (`to_dict`, taken over), with
-    the last match's time and the record's boundaries when they are not none."""
+    the last match's time, the record's boundaries and season base when they are not none."""
     if last_time is not None:
         state[LAST_TIME] = last_time
     if snap:
         state[SNAP] = snap
     if since:
         state[SINCE] = since
+    if base:
+        state[BASE] = base
     return state
 
 
 def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
     """A stored player record: (the rating state's dict, the last match's time or None)."""
-    if LAST_TIME not in record and SNAP not in record:
+    if LAST_TIME not in record and SNAP not in record and BASE not in record:
         return record, None
     data = record.copy()
     last = data.pop(LAST_TIME, None)
     data.pop(SNAP, None)
-    data.pop(SINCE, None)  # only ever with SNAP
+    data.pop(SINCE, None)
+    data.pop(BASE, None)
     return data, last
 
 
