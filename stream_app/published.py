@@ -13,6 +13,8 @@ import orjson
 
 from .engine import Match, Participant, PlayerState, RatingChange
 from .events import SEP, BadEvent, format_time
+from .rating import Applied, SeasonStarted
+from .rerate import Rerated
 
 MAX_DEAD_LETTER_BYTES = 1_000_000  # a dead letter's payload is cut to fit (payload_truncated)
 
@@ -23,6 +25,19 @@ def event_id(league: str, match_id: str, player: str, revision: int | None = Non
     # SEP cannot occur in ids, so distinct tuples never collide by concatenation.
     text = f"{league}{SEP}{match_id}{SEP}{player}" + ("" if revision is None else f"{SEP}{revision}")
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def events_of(done: Applied | SeasonStarted | Rerated, initial: PlayerState) -> list[dict[str, Any]]:
+    """The rating-changed events of what `apply.apply` did (rating.Applied,
+    rating.SeasonStarted or rerate.Rerated), in the order they are published: a
+    season a result starts comes before the result's own. `initial`: the league's
+    system's initial state (a correction back to no match goes to it)."""
+    if isinstance(done, Rerated):
+        return correction_events(done.algorithm, done.league, done.match_id, done.revision, done.corrections, initial)
+    if isinstance(done, SeasonStarted):
+        return season_reset_events(done.algorithm, done.league, done.season["name"], done.season["start"], done.reset)
+    events = [] if done.season is None else events_of(done.season, initial)
+    return events + rating_changed_events(done.algorithm, done.match, done.changes)
 
 
 def correction_events(algorithm: str, league: str, match_id: str, revision: int,

@@ -24,8 +24,13 @@ def same_leagues(one: Ledger, other: Ledger) -> None:
         assert {p: s.to_dict() for p, s in players.items()} == {p: s.to_dict() for p, s in other.leagues[league].items()}, league
         for player in players:
             assert one.history(league, player) == other.history(league, player), (league, player)
-        for key in ("matches", "players", "latest_time"):
+        for key in ("matches", "players", "latest_time", "season"):
             assert one.records[league].get(key) == other.records[league].get(key), (league, key)
+    # Seasons: each start's order key names its arrival, which commands refused or voided shift.
+    assert {league: [{k: v for k, v in row.items() if k != "key"} for row in rows]
+            for league, rows in one.season_rows.items()} == {
+        league: [{k: v for k, v in row.items() if k != "key"} for row in rows] for league, rows in other.season_rows.items()}
+    assert one.final_standings() == other.final_standings()
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -35,7 +40,9 @@ def test_results_with_voids_corrections_and_late_results_end_as_the_replay_of_th
     ledger, _, refused = run(docs, config)
     commands = [d for d in docs if "schema" in d]
     assert len(commands) > 20 and ledger.rerates > 20  # the input does what the test is about
-    assert {e.code for e in refused} <= {"unknown_match", "duplicate_match"} and any(e.code == "unknown_match" for e in refused)
+    assert {e.code for e in refused} <= {"unknown_match", "duplicate_match", "season_exists"}
+    assert any(e.code == "unknown_match" for e in refused) and any(e.code == "season_exists" for e in refused)
+    assert len(ledger.season_rows["month"]) >= 4 and len(ledger.season_rows["split"]) >= 3
     expected, _, none_refused = run(cleaned(docs, config), config)
     assert none_refused == [] and expected.rerates == 0
     same_leagues(ledger, expected)

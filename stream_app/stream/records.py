@@ -16,7 +16,7 @@ from ..apply import apply, apply_match
 from ..engine import Match
 from ..events import BadEvent, parse_input
 from ..leagues import IN_ORDER, LeagueConfig
-from ..published import correction_events, dead_letter, rating_changed_events, season_reset_events
+from ..published import dead_letter, events_of
 from ..rating import Applied, DuplicateMatch, SeasonStarted
 from ..rerate import Rerated, proceed
 from .commit import Output
@@ -74,16 +74,16 @@ class RecordHandler:
             done = apply(self.config, PartitionLeagues(state, self.config), item, self.rerate_part)
             if isinstance(done, SeasonStarted):
                 state.record_written()  # every player's record: as rows
-                self._season_started(done, outcome)
+                outcome.season = done
+                self._publish(done, outcome)
             elif isinstance(done, Applied):
                 if done.season is None:
                     state.record_entry(entry_payload(done))
-                else:
+                else:  # a season started before the result: every player's record, as rows
                     state.record_written()
-                    self._season_started(done.season, outcome)
+                    outcome.season = done.season
                 outcome.applied = done
-                outcome.outputs.extend(Output("change", league.encode(), _encode(event))
-                                       for event in rating_changed_events(done.algorithm, done.match, done.changes))
+                self._publish(done, outcome)
             else:
                 state.record_written()
                 self._rerated(league, done, outcome)
@@ -121,21 +121,17 @@ class RecordHandler:
             raise
         return outcome
 
-    def _season_started(self, started: SeasonStarted, outcome: Outcome) -> None:
-        outcome.season = started
-        key = started.league.encode()
-        events = season_reset_events(started.algorithm, started.league, started.season["name"], started.season["start"],
-                                     started.reset)
-        outcome.outputs.extend(Output("change", key, _encode(event)) for event in events)
+    def _publish(self, done: Applied | SeasonStarted | Rerated, outcome: Outcome) -> None:
+        league = done.match.league if isinstance(done, Applied) else done.league
+        events = events_of(done, self.config.system_for(league).initial_state())
+        outcome.outputs.extend(Output("change", league.encode(), _encode(event)) for event in events)
 
     def _rerated(self, league: str, done: Rerated | None, outcome: Outcome) -> None:
         if done is None:
             outcome.pending = league
             return
         outcome.rerated = done
-        events = correction_events(done.algorithm, league, done.match_id, done.revision, done.corrections,
-                                   self.config.system_for(league).initial_state())
-        outcome.outputs.extend(Output("change", league.encode(), _encode(event)) for event in events)
+        self._publish(done, outcome)
 
     def derive(self, state: PartitionTransaction, payload: bytes | memoryview) -> None:
         """Make a changelog entry's local writes again (a restore, a standby): the match

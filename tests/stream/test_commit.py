@@ -30,7 +30,8 @@ from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
 from stream_app.rating import history_entry
-from stream_app.stream.tables import HISTORY, LEAGUES, PLAYERS, TABLE_PREFIX, TABLES, history_prefix, player_state
+from stream_app.stream.tables import (FINALS, HISTORY, LEAGUES, PLAYERS, SEASONS, TABLE_PREFIX, TABLES, history_prefix,
+                                     player_state, season_key)
 from stream_app.stream.store import LocalStore
 from stream_app.stream.worker import Worker
 from tests.support.corrections import CONFIG as CORRECTIONS_CONFIG
@@ -438,11 +439,25 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
             prefix = history_prefix(league, player)
             stored = [history_entry(v) for k, v in sorted(history.items()) if k.startswith(prefix)]
             assert stored == ledger.history(league, player), (league, player)
+    assert_seasons_are(store, ledger)
     published: dict[str, set[bytes]] = defaultdict(set)
     for value in broker.values(SETTINGS.changes_topic):
         published[orjson.loads(value)["event_id"]].add(value)
     assert set(published) == {event["event_id"] for event in events}
     assert all(len(values) == 1 for values in published.values())
+    assert {"correction", "season_reset"} <= {event.get("cause") for event in events}
+
+
+def assert_seasons_are(store: LocalStore, ledger: Ledger) -> None:
+    """The committed seasons and final standings are the replay's."""
+    seasons, finals = committed(store, SEASONS), committed(store, FINALS)
+    assert len(seasons) == sum(map(len, ledger.season_rows.values())) > 0
+    for league, rows in ledger.season_rows.items():
+        assert [seasons[season_key(league, n)] for n in range(1, len(rows) + 1)] == rows, league
+        for number in range(1, len(rows) + 1):
+            prefix = season_key(league, number)
+            kept = {key[len(prefix):].decode(): row for key, row in finals.items() if key.startswith(prefix)}
+            assert kept == {row[0]: row for row in ledger.finals.get((league, number), [])}, (league, number)
 
 
 def sent_again(records: list[InputRecord], timestamp: int, start: int = 0) -> list[InputRecord]:

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from stream_app.events import BadEvent, parse_input, parse_time
-from stream_app.published import correction_events, rating_changed_events
+from stream_app.published import events_of
 from stream_app.leagues import IN_ORDER, LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.apply import apply
@@ -54,6 +54,23 @@ snapshot_every = 4
 algorithm = "elo-mmx"
 late_results = "in_order"
 snapshot_every = 3
+
+[leagues."month*"]
+algorithm = "glicko2"
+late_results = "in_order"
+snapshot_every = 5
+inactive_days = 20
+season = "monthly"
+season_reset = {shrink = 0.5, toward = "initial", min_uncertainty = 150}
+tiers = [{name = "Bronze"}, {name = "Silver", min_rating = 1500}, {name = "Top 10%", top_percent = 10}]
+floor = 1350
+
+[leagues."split*"]
+algorithm = "elo"
+snapshot_every = 6
+season = "manual"
+season_reset = {shrink = 0.25, toward = "mean"}
+floor = 960
 """
 
 
@@ -126,10 +143,18 @@ def cleaned(docs: list[dict], config: LeagueConfig) -> list[dict]:
     it). Replaying these gives what the docs must give."""
     leagues: dict[str, dict[str, Any]] = {}
     for doc in docs:
-        league = leagues.setdefault(doc["league"], {"entries": {}, "order_time": None, "arrivals": 0})
+        league = leagues.setdefault(doc["league"], {"entries": {}, "order_time": None, "arrivals": 0, "seasons": set()})
         entries = league["entries"]
         in_order = config.options_for(doc["league"]).late_results == IN_ORDER
         kind = doc.get("schema", "match-result.v1")
+        if kind == "season-started.v1":  # (only the valid ones here: a name used once, not before the latest result)
+            if doc["season"] not in league["seasons"]:
+                league["seasons"].add(doc["season"])
+                time = league["order_time"] = parse_time(doc["occurred_at"])
+                entries[("season", doc["season"])] = {"doc": doc, "place": time, "arrival": league["arrivals"],
+                                                      "voided": False}
+                league["arrivals"] += 1
+            continue
         match_id = doc["match_id"]
         if kind == "match-result.v1":
             if match_id in entries:
@@ -187,8 +212,32 @@ def corrected_leagues(seed: int, scale: int = 1) -> list[dict]:
         list(two_player_league("go", 10, 60 * scale, rng, spacing=4 * 3600)),
         list(team_league("team", 16, 24 * scale, 2, rng)),
         list(team_league("relay", 14, 20 * scale, 2, rng, teams=(2, 3))),
+        list(two_player_league("month", 12, 60 * scale, rng, spacing=2 * 86400)),
     ]
-    return interleave([with_corrections(league, rng) for league in leagues], rng)
+    commands = [with_corrections(league, rng) for league in leagues]
+    split = with_corrections(list(two_player_league("split", 10, 60 * scale, rng, spacing=3600)), rng)
+    return interleave([*commands, with_seasons(split, every=15)], rng)
+
+
+def with_seasons(docs: list[dict], every: int) -> list[dict]:
+    """A league's docs with a season-started command after every `every` docs, a minute
+    after the latest occurred_at so far, and one that reuses a name (refused)."""
+    out: list[dict] = []
+    latest = None
+    seasons = 0
+    for i, doc in enumerate(docs):
+        out.append(doc)
+        if "occurred_at" in doc:
+            time = parse_time(doc["occurred_at"])
+            latest = time if latest is None else max(latest, time)
+        if (i + 1) % every == 0 and latest is not None:
+            seasons += 1
+            start = datetime.fromtimestamp(latest + 60, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            out.append({"schema": "season-started.v1", "league": doc["league"], "season": f"S{seasons}",
+                        "occurred_at": start, "reason": "next split"})
+            if seasons == 2:
+                out.append({**out[-1], "season": "S1"})  # the name is taken: a dead letter
+    return out
 
 
 def run(docs: list[dict], config: LeagueConfig) -> tuple[Ledger, list[dict], list[BadEvent]]:
@@ -206,8 +255,5 @@ def run(docs: list[dict], config: LeagueConfig) -> tuple[Ledger, list[dict], lis
             continue
         if isinstance(done, Rerated):
             ledger.rerates += 1
-            initial = config.system_for(done.league).initial_state()
-            events += correction_events(done.algorithm, done.league, done.match_id, done.revision, done.corrections, initial)
-        else:
-            events += rating_changed_events(done.algorithm, done.match, done.changes)
+        events += events_of(done, config.system_for(item.league).initial_state())
     return ledger, events, refused
