@@ -20,6 +20,7 @@ from ..events import ID_RULE, format_time, is_id
 from ..leagues import LeagueConfig
 from ..predict import PredictionError, parse_sides, predict
 from ..versus import MAX_RECENT, head_to_head
+from ..seasons import Tier, archive_entry, sorted_final, tier_of
 from ..standings import Standing, Standings
 from . import observe
 from .openapi import served as openapi_document
@@ -132,6 +133,23 @@ class Api:
                 return await api.serve(self, request, "versus", league,
                                        lambda: api.versus(request, league, player, opponent), player=player)
 
+        @app.page("/leagues/{league}/seasons")
+        class Seasons(View):
+            async def get(self, request: Request, league: str) -> Response:
+                return await api.serve(self, request, "seasons", league, lambda: api.seasons(league))
+
+        @app.page("/leagues/{league}/seasons/{season}/leaderboard")
+        class SeasonLeaderboard(View):
+            async def get(self, request: Request, league: str, season: str) -> Response:
+                return await api.serve(self, request, "season_leaderboard", league,
+                                       lambda: api.season_leaderboard(request, league, season))
+
+        @app.page("/leagues/{league}/players/{player}/seasons")
+        class PlayerSeasons(View):
+            async def get(self, request: Request, league: str, player: str) -> Response:
+                return await api.serve(self, request, "player_seasons", league, lambda: api.player_seasons(league, player),
+                                       player=player)
+
         @app.page("/leagues/{league}/predict")
         class Predict(View):
             async def get(self, request: Request, league: str) -> Response:
@@ -238,7 +256,8 @@ class Api:
                "eligible_total": standings.eligible_total, "offset": offset}
         if around is not None:
             doc["around"] = around
-        doc["players"] = [_row(rank, name, standing) for rank, name, standing in rows]
+        tiers = self.config.options_for(league).tiers
+        doc["players"] = [_row(rank, name, standing, tiers, standings.eligible_total) for rank, name, standing in rows]
         return doc
 
     async def player(self, league: str, player: str) -> dict[str, Any]:
@@ -253,10 +272,59 @@ class Api:
         # The store and the standings are at the same commit (both move at the local write).
         provisional = standing is not None and standings.provisional(standing)
         eligible = standing is not None and standings.eligible(standing)
-        return {"league": league, "player": player, "algorithm": record["algorithm"], **public,
-                "rank": standings.rank(player), "percentile": standings.percentile(player),
-                "eligible": eligible, "provisional": provisional,
-                "last_occurred_at": None if last is None else format_time(last)}
+        rank = standings.rank(player)
+        doc = {"league": league, "player": player, "algorithm": record["algorithm"], **public,
+               "rank": rank, "percentile": standings.percentile(player),
+               "eligible": eligible, "provisional": provisional,
+               "last_occurred_at": None if last is None else format_time(last)}
+        tiers = self.config.options_for(league).tiers
+        if tiers:
+            doc["tier"] = tier_of(tiers, public["rating"], rank, standings.eligible_total)
+        if "season" in record:
+            doc["season"] = record["season"][1]
+        return doc
+
+    # -- seasons -------------------------------------------------------------------------
+    def seasons(self, league: str) -> dict[str, Any]:
+        record = self._league_record(league)
+        current = record.get("season")
+        return {"league": league, "algorithm": record["algorithm"], "schedule": self.config.options_for(league).season,
+                "season": None if current is None else current[1],
+                "seasons": [_season_doc(number, row) for number, row in enumerate(self.reads.seasons(league), start=1)]}
+
+    def _season(self, league: str, name: str) -> tuple[int, dict[str, Any]]:
+        for number, row in enumerate(self.reads.seasons(league), start=1):
+            if row["name"] == name:
+                return number, row
+        raise Refused(404, f"season {name!r} not found in league {league!r}")
+
+    def season_leaderboard(self, request: Request, league: str, season: str) -> dict[str, Any]:
+        id_param("season", season)
+        limit = int_param(request, "limit", 100, 1, MAX_LEADERBOARD_LIMIT)
+        offset = int_param(request, "offset", 0, 0, 2**31)
+        record = self._league_record(league)
+        number, row = self._season(league, season)
+        if "end" not in row:
+            raise Refused(404, f"season {season!r} of league {league!r} is in progress: its standings are the "
+                               "league's leaderboard until it ends")
+        final = sorted_final(self.reads.final_standings(league, number))
+        return {"league": league, "algorithm": record["algorithm"], **_season_doc(number, row),
+                "players_total": len(final), "eligible_total": sum(1 for kept in final if kept[3] is not None),
+                "offset": offset, "players": [archive_entry(kept) for kept in final[offset:offset + limit]]}
+
+    def player_seasons(self, league: str, player: str) -> dict[str, Any]:
+        record = self._league_record(league)
+        found = []
+        for number, row in enumerate(self.reads.seasons(league), start=1):
+            kept = self.reads.final_standing(league, number, player) if "end" in row else None
+            if kept is not None:
+                entry = archive_entry(kept)
+                del entry["player"]
+                found.append({"season": row["name"], "start": format_time(row["start"]),
+                              "end": format_time(row["end"]), **entry})
+        if not found and self.reads.player(league, player) is None:
+            raise Refused(404, f"player {player!r} not found in league {league!r}")
+        return {"league": league, "player": player, "algorithm": record["algorithm"], "seasons": found}
 
     def history(self, request: Request, league: str, player: str) -> dict[str, Any]:
         limit = int_param(request, "limit", 100, 1, MAX_HISTORY_LIMIT)
@@ -306,16 +374,29 @@ class Api:
 
 def _league_doc(league: str, record: dict[str, Any]) -> dict[str, Any]:
     latest = record.get("latest_time")
-    return {"league": league, "algorithm": record["algorithm"], "matches": record["matches"], "players": record["players"],
-            "latest_occurred_at": None if latest is None else format_time(latest),
-            "rerates": record.get("revision", 0)}
+    doc = {"league": league, "algorithm": record["algorithm"], "matches": record["matches"], "players": record["players"],
+           "latest_occurred_at": None if latest is None else format_time(latest),
+           "rerates": record.get("revision", 0)}
+    if "season" in record:
+        doc["season"] = record["season"][1]
+    return doc
 
 
-def _row(rank: int, player: str, standing: Standing) -> dict[str, Any]:
-    row = {"rank": rank, "player": player, "rating": standing.rating, "matches": standing.matches}
+def _row(rank: int, player: str, standing: Standing, tiers: tuple[Tier, ...], ranked: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"rank": rank, "player": player, "rating": standing.rating, "matches": standing.matches}
     if standing.uncertainty is not None:
         row["uncertainty"] = standing.uncertainty
+    if tiers:
+        row["tier"] = tier_of(tiers, standing.rating, rank, ranked)
     return row
+
+
+def _season_doc(number: int, row: dict[str, Any]) -> dict[str, Any]:
+    doc: dict[str, Any] = {"season": row["name"], "number": number, "start": format_time(row["start"]),
+                           "end": format_time(row["end"]) if "end" in row else None, "players": row.get("players")}
+    if "reason" in row:
+        doc["reason"] = row["reason"]
+    return doc
 
 
 def _why_unranked(standings: Standings, standing: Standing) -> str:

@@ -27,8 +27,8 @@ from ..leagues import LeagueConfig
 from ..rating import history_entry
 from ..standings import Standing, Standings
 from .partitioner import league_partition
-from .tables import (HISTORY, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, history_prefix, league_prefix, log_key,
-                     match_key, player_key, player_state, seq_of, store_key)
+from .tables import (FINALS, HISTORY, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, final_key, history_prefix,
+                     league_prefix, log_key, match_key, player_key, player_state, season_key, seq_of, store_key)
 from .store import LocalStore
 
 STANDINGS_KEPT = 64  # leagues whose standings are kept (least recently read dropped first)
@@ -93,6 +93,19 @@ class Reads:
         """Every history row the player keeps (rating.history_row), oldest first."""
         prefix = store_key(HISTORY, history_prefix(league, player))
         return [orjson.loads(value) for _, value in self.store.scan(league_partition(league, self.partitions), prefix)]
+
+    def seasons(self, league: str) -> list[dict[str, Any]]:
+        """The league's seasons, first to last (rating.season_row)."""
+        partition = league_partition(league, self.partitions)
+        return [orjson.loads(value) for _, value in self.store.scan(partition, store_key(SEASONS, league_prefix(league)))]
+
+    def final_standings(self, league: str, number: int) -> list[list[Any]]:
+        """Season `number`'s final standings (seasons.archive_row each), by player."""
+        partition = league_partition(league, self.partitions)
+        return [orjson.loads(value) for _, value in self.store.scan(partition, store_key(FINALS, season_key(league, number)))]
+
+    def final_standing(self, league: str, number: int, player: str) -> list[Any] | None:
+        return self._committed(FINALS, league, final_key(league, number, player))
 
     def teammates(self, league: str, match_id: str, player: str, other: str) -> bool:
         """Whether the two were on the same side of the match (its log row's teams)."""
