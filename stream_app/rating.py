@@ -33,6 +33,9 @@ from .seasons import MANUAL, TOWARD_MEAN, archive_row, mean_rating, period, rese
 from .standings import Standing, Standings
 
 
+Entry = Match | SeasonStart  # an entry of a league's log: a result, or a season started by hand
+
+
 @dataclass(slots=True)
 class PlayerRecord:
     """A player's stored record: the rating state, the time of their last match with
@@ -117,10 +120,10 @@ class LeagueState(ApplyTarget, Protocol):
 
     def put_placed(self, league: str, match_id: str, place: dict[str, Any]) -> None: ...
 
-    def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Match]]:
+    def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Entry]]:
         """The league's log from this order key on, in order (the first `limit` entries)."""
 
-    def put_log(self, league: str, key: bytes, match: Match | None) -> None: ...
+    def put_log(self, league: str, key: bytes, match: Entry | None) -> None: ...
 
     def put_season(self, league: str, number: int, row: dict[str, Any]) -> None: ...
 
@@ -249,9 +252,6 @@ def order_key(time: float | None, arrival: int) -> bytes:
     return _WORD.pack(bits) + _WORD.pack(arrival)
 
 
-Entry = Match | SeasonStart  # an entry of a league's log: a result, or a season started by hand
-
-
 def log_entry(entry: Entry) -> list[Any] | dict[str, Any]:
     """A log row: what re-applying the entry needs (a season's start is an object)."""
     if isinstance(entry, SeasonStart):
@@ -266,10 +266,14 @@ def _log_person(p: Participant) -> list[Any]:
     return [p.player, p.rank] if p.score is None else [p.player, p.rank, p.score]
 
 
-def match_from_log(league: str, entry: list[Any] | dict[str, Any]) -> Entry:
-    if type(entry) is dict:
-        return SeasonStart(league, entry["season"], entry["time"], entry["reason"])
-    match_id, time, people = entry
+def entry_from_log(league: str, row: list[Any] | dict[str, Any]) -> Entry:
+    if isinstance(row, dict):
+        return SeasonStart(league, row["season"], row["time"], row["reason"])
+    return match_from_log(league, row)
+
+
+def match_from_log(league: str, row: list[Any]) -> Match:
+    match_id, time, people = row
     return Match(league, match_id, tuple(Participant(*person) for person in people), time)
 
 
@@ -433,7 +437,7 @@ def start_season_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any]
         changes.append(RatingChange(player, before, after))
     records, snapshots = _records_after(None, boundary, changes, [found for _, found in players], season_start=True)
     after_record = {**record, "season": [number, name, start]}
-    started = SeasonStarted(rule.algorithm, league, number, season_row(name, start, key, entry and entry.reason),
+    started = SeasonStarted(rule.algorithm, league, number, season_row(name, start, key, None if entry is None else entry.reason),
                             ended, final, changes, records, snapshots, after_record, Place(key, boundary, None, new),
                             entry)
     state.save_season(started)

@@ -133,7 +133,7 @@ def proceed(config: LeagueConfig, state: LeagueState, league: str, budget: int |
         return _run(config, state, league, job, working, _entries(state, league, bytes.fromhex(job["next"])), budget)
 
 
-def _entries(state: LeagueState, league: str, start: bytes) -> Iterable[tuple[bytes, Match]]:
+def _entries(state: LeagueState, league: str, start: bytes) -> Iterable[tuple[bytes, Entry]]:
     while True:
         chunk = state.log(league, start, LOG_CHUNK)
         yield from chunk
@@ -143,7 +143,7 @@ def _entries(state: LeagueState, league: str, start: bytes) -> Iterable[tuple[by
 
 
 def _run(config: LeagueConfig, state: LeagueState, league: str, job: dict[str, Any], working: WorkingRecords,
-         entries: Iterable[tuple[bytes, Match]], budget: int | None) -> Rerated | None:
+         entries: Iterable[tuple[bytes, Entry]], budget: int | None) -> Rerated | None:
     rule = config.rule_for(league)
     view = _Rerating(state, league, working)
     spent = 0

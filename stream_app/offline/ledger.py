@@ -11,7 +11,7 @@ from ..engine import Match, PlayerState, RatingChange, RatingSystem
 from ..events import Correction, SeasonStart, Void
 from ..leagues import LeagueConfig
 from ..apply import apply
-from ..rating import (VOIDED, Applied, DuplicateMatch, PlayerRecord, SeasonStarted, history_dropped, history_entry,
+from ..rating import (VOIDED, Applied, Entry, DuplicateMatch, PlayerRecord, SeasonStarted, history_dropped, history_entry,
                       store_seasons)
 from ..rerate import MemoryRecords, Rerated
 from ..seasons import archive_entry, sorted_final
@@ -65,6 +65,7 @@ class Ledger:
             return done
         if isinstance(done, SeasonStarted):
             return done
+        assert done is not None  # (with no budget a re-rate is done in one part)
         self.applied += 1
         if self.observer is not None:
             self.observer(done.match, done.prior)
@@ -173,11 +174,11 @@ class Ledger:
     def put_placed(self, league: str, match_id: str, place: dict[str, Any]) -> None:
         self.places.setdefault(league, {})[match_id] = bytes.fromhex(place["key"]) if "key" in place else None
 
-    def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Match]]:
+    def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Entry]]:
         log = self.logs.get(league)
         return [] if log is None else log.items(start, limit)
 
-    def put_log(self, league: str, key: bytes, match: Match | None) -> None:
+    def put_log(self, league: str, key: bytes, match: Entry | None) -> None:
         log = self.logs.setdefault(league, _Log())
         if match is None:
             log.remove(key)
@@ -308,9 +309,9 @@ class _Log:
 
     def __init__(self) -> None:
         self.keys: list[bytes] = []
-        self.matches: dict[bytes, Match] = {}
+        self.matches: dict[bytes, Entry] = {}
 
-    def put(self, key: bytes, match: Match) -> None:
+    def put(self, key: bytes, match: Entry) -> None:
         if key not in self.matches:
             if not self.keys or key > self.keys[-1]:
                 self.keys.append(key)
@@ -322,7 +323,7 @@ class _Log:
         if self.matches.pop(key, None) is not None:
             del self.keys[bisect.bisect_left(self.keys, key)]
 
-    def items(self, start: bytes, limit: int | None) -> list[tuple[bytes, Match]]:
+    def items(self, start: bytes, limit: int | None) -> list[tuple[bytes, Entry]]:
         first = bisect.bisect_left(self.keys, start)
         keys = self.keys[first:] if limit is None else self.keys[first:first + limit]
         return [(key, self.matches[key]) for key in keys]

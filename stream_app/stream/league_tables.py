@@ -11,7 +11,7 @@ import orjson
 
 from ..engine import Match, RatingSystem
 from ..leagues import LeagueConfig
-from ..rating import (ABSENT, Applied, Entry, PlayerRecord, SeasonStarted, history_dropped, log_entry, match_from_log,
+from ..rating import (ABSENT, Applied, Entry, PlayerRecord, SeasonStarted, history_dropped, log_entry, entry_from_log,
                       store_seasons)
 from .tables import (BASE, BOUNDARIES, FINALS, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, SINCE, SNAP,
                      SNAPSHOTS, WORKING, boundary_key, final_key, history_key, league_prefix, log_key, match_key,
@@ -117,7 +117,7 @@ class PartitionLeagues:
 
     def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Entry]]:
         prefix = league_prefix(league)
-        return [(key[len(prefix):], match_from_log(league, entry))
+        return [(key[len(prefix):], entry_from_log(league, entry))
                 for key, entry in self.state.scan(LOG, prefix + start, _after(prefix), limit)]
 
     def put_log(self, league: str, key: bytes, match: Entry | None) -> None:
