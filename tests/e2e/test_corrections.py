@@ -45,6 +45,10 @@ BAD = [
     {"schema": "match-deleted.v1", "league": "bad", "match_id": "m1"},
     void("bad", "m1"),
     void("bad", "m1"),  # voided already
+    {"schema": "season-started.v1", "league": "bad", "season": "S1", "occurred_at": "2030-01-01T00:00:00Z"},  # no seasons
+    {"schema": "season-started.v1", "league": "nowhere", "season": "S1", "occurred_at": "2030-01-01T00:00:00Z"},
+    {"schema": "season-started.v1", "league": "month", "season": "S1", "occurred_at": "2030-01-01T00:00:00Z"},  # scheduled
+    {"schema": "season-started.v1", "league": "split", "season": "S99", "occurred_at": "2020-01-01T00:00:00Z"},  # too early
 ]
 
 
@@ -106,4 +110,30 @@ def test_each_bad_command_is_a_dead_letter_naming_its_field_and_rule(broker, ser
         ("unknown_match", "match_id"), ("schema_violation", "reason"), ("duplicate_player", "participants[1].player"),
         ("inconsistent_standings", "participants[1].rank"), ("system_rule", "participants"),
         ("schema_violation", "occurred_at"), ("duplicate_match", "match_id"), ("schema_violation", "schema"),
-        ("unknown_match", "match_id")])
+        ("unknown_match", "match_id"), ("season_rule", "league")])
+    seasons = sorted((l["reason"], l["league"]) for l in letters if l["reason"].startswith("season") or
+                     l["reason"] == "unknown_league")
+    assert seasons == [("season_exists", "split"), ("season_rule", "bad"), ("season_rule", "month"),
+                       ("season_too_early", "split"), ("unknown_league", "nowhere")]
+
+
+def test_the_seasons_and_their_final_standings_are_the_replays(served):
+    """Through late results, voids and corrections placed before their boundaries."""
+    (a, b), _, _, ledger, events, _ = served
+    final = ledger.final_standings()
+    assert {"month", "split"} <= {row["league"] for row in final}
+    for worker in (a, b):
+        for league, rows in ledger.season_rows.items():
+            status, doc = worker.get(f"/leagues/{league}/seasons")
+            assert status == 200, doc
+            assert doc["season"] == rows[-1]["name"]
+            assert [(s["season"], s["players"]) for s in doc["seasons"]] == [(r["name"], r.get("players")) for r in rows]
+            for row in rows[:-1]:
+                status, board = worker.get(f"/leagues/{league}/seasons/{row['name']}/leaderboard?limit=1000")
+                assert status == 200, board
+                assert board["players"] == [{k: v for k, v in kept.items() if k not in ("league", "season")}
+                                            for kept in final if (kept["league"], kept["season"]) == (league, row["name"])]
+            status, _ = worker.get(f"/leagues/{league}/seasons/{rows[-1]['name']}/leaderboard")
+            assert status == 404  # in progress
+    assert any(row.get("tier") == "Top 10%" for row in final) and any(row["rank"] is None for row in final)
+    assert sum(e.get("cause") == "season_reset" for e in events) > 50

@@ -147,8 +147,10 @@ def cleaned(docs: list[dict], config: LeagueConfig) -> list[dict]:
         entries = league["entries"]
         in_order = config.options_for(doc["league"]).late_results == IN_ORDER
         kind = doc.get("schema", "match-result.v1")
-        if kind == "season-started.v1":  # (only the valid ones here: a name used once, not before the latest result)
-            if doc["season"] not in league["seasons"]:
+        if kind == "season-started.v1":  # in a known league with manual seasons, a name used once, not too early
+            time = parse_time(doc["occurred_at"])
+            if (entries and config.options_for(doc["league"]).season == "manual" and doc["season"] not in league["seasons"]
+                    and (league["order_time"] is None or time >= league["order_time"])):
                 league["seasons"].add(doc["season"])
                 time = league["order_time"] = parse_time(doc["occurred_at"])
                 entries[("season", doc["season"])] = {"doc": doc, "place": time, "arrival": league["arrivals"],
