@@ -128,6 +128,24 @@ class ApiReads:
         return await self._read(f"/leagues/{_segment(league)}/players/{_segment(player)}/versus/{_segment(opponent)}",
                                 limit=limit)
 
+    async def seasons(self, league: str) -> dict[str, Any]:
+        """The league's seasons, first to last: {"league", "algorithm", "schedule" (None: no
+        seasons), "season" (the one in progress, or None), "seasons": [{"season", "number",
+        "start", "end", "players", "reason"?}]}; "end" and "players" are None in progress."""
+        return await self._read(f"/leagues/{_segment(league)}/seasons")
+
+    async def season_leaderboard(self, league: str, season: str, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+        """An ended season's final standings from row offset + 1: the ranked by rank, then
+        the others (rank None) by rating. ApiError 404 while the season is in progress."""
+        return await self._read(f"/leagues/{_segment(league)}/seasons/{_segment(season)}/leaderboard",
+                                limit=limit, offset=offset)
+
+    async def player_seasons(self, league: str, player: str) -> dict[str, Any]:
+        """The player's final standing in each ended season they played: {"league", "player",
+        "algorithm", "seasons": [{"season", "start", "end", "rating", "rank", "percentile",
+        "matches", ...}]}."""
+        return await self._read(f"/leagues/{_segment(league)}/players/{_segment(player)}/seasons")
+
     async def all_history(self, league: str, player: str, most: int | None = None,
                           page_size: int = MAX_HISTORY_PAGE) -> AsyncIterator[dict[str, Any]]:
         """The player's rating changes, newest first, page after page (at most `most`)."""

@@ -1,7 +1,7 @@
 """A small asyncio client for applications: publish match results (and voids
-and corrections of them), follow rating changes and dead letters, and read
-leaderboards, players and their histories from any worker's HTTP API
-(api_reads.py; no broker needed).
+and corrections of them, and season starts), follow rating changes and dead
+letters, and read leaderboards, players, their histories and seasons from any
+worker's HTTP API (api_reads.py; no broker needed).
 
     async with RatingsClient("kafka://127.0.0.1:9092") as client:
         await client.publish({"match_id": "m1", "league": "chess", "participants": [...]})
@@ -23,17 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+from datetime import datetime, timezone
 from typing import Any, AsyncIterable, AsyncIterator, Callable, Iterable
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from .api_reads import ApiError, ApiReads, ApiUnreachable, api_url
-from .events import CORRECTED, VOIDED, BadEvent, parse_input
+from .events import CORRECTED, SEASON_STARTED, VOIDED, BadEvent, format_time, parse_input
 from .security import KafkaSecurity
 from .settings import DEFAULTS, Settings, bootstrap_servers
 
-__all__ = ["ApiError", "ApiUnreachable", "BadEvent", "RatingsClient", "bootstrap_servers"]
+__all__ = ["ApiError", "ApiUnreachable", "BadEvent", "RatingsClient", "bootstrap_servers", "season_time"]
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +219,18 @@ class RatingsClient(ApiReads):
         return await self.publish({"schema": CORRECTED, "league": league, "match_id": match_id,
                                    "participants": participants, **time, "reason": reason})
 
+    async def start_season(self, league: str, season: str, at: str | datetime | None = None,
+                           reason: str | None = None) -> Any:
+        """Publish a season-started.v1 command: the league (season = "manual") ends the season
+        in progress, keeps its final standings and starts `season` at `at` (RFC 3339 text or
+        an aware datetime; None: now, see season_time). Raises BadEvent on an invalid command;
+        the worker refuses the others with a dead letter (season_rule, season_exists,
+        season_too_early, unknown_league)."""
+        event = {"schema": SEASON_STARTED, "league": league, "season": season, "occurred_at": season_time(at, league)}
+        if reason is not None:
+            event["reason"] = reason
+        return await self.publish(event)
+
     async def publish_many(
         self,
         events: Iterable[dict[str, Any] | bytes | str] | AsyncIterable[dict[str, Any] | bytes | str],
@@ -324,6 +338,20 @@ class RatingsClient(ApiReads):
                             yield event
         finally:
             await consumer.stop()
+
+
+def season_time(at: str | datetime | None = None, league: str | None = None) -> str:
+    """The occurred_at of a season start: RFC 3339 text as given; an aware datetime in UTC
+    ("...Z"); None: now, in UTC, to the second, rounded up (a result that occurred
+    earlier in the current second is then still before the start, not after it)."""
+    if at is None:
+        return format_time(float(math.ceil(datetime.now(timezone.utc).timestamp())))
+    if isinstance(at, datetime):
+        if at.tzinfo is None or at.utcoffset() is None:
+            raise BadEvent("invalid_time", "occurred_at: a datetime without a time zone is ambiguous (give tzinfo)",
+                           "occurred_at", league)
+        return format_time(at.timestamp())
+    return at
 
 
 def _having(**wanted: str | None) -> Callable[[dict[str, Any]], bool]:

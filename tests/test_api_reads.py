@@ -232,3 +232,149 @@ def test_a_refusal_exits_1_with_the_apis_message_and_no_answer_exits_2(capsys):
     assert capsys.readouterr().err == "ratings player: not found: /leagues/arena/players/nobody (HTTP 404)\n"
     assert cli.main(["leaderboard", "arena", "--web-port", str(free_port())]) == 2
     assert "ratings leaderboard: cannot reach the API at http://127.0.0.1:" in capsys.readouterr().err
+
+
+# -- seasons ---------------------------------------------------------------------------
+SEASONS = {"league": "arena", "algorithm": "glicko2", "schedule": "manual", "season": "summer",
+           "seasons": [{"season": "spring-2026", "number": 1, "start": "2026-03-20T00:00:00Z",
+                        "end": "2026-06-21T00:00:00Z", "players": 12, "reason": "spring split"},
+                       {"season": "summer", "number": 2, "start": "2026-06-21T00:00:00Z", "end": None,
+                        "players": None}]}
+SEASON_BOARD = {"league": "arena", "algorithm": "glicko2", "season": "spring-2026", "number": 1,
+                "start": "2026-03-20T00:00:00Z", "end": "2026-06-21T00:00:00Z", "players": 12, "reason": "spring split",
+                "players_total": 12, "eligible_total": 10, "offset": 9,
+                "players": [{"player": "bo", "rating": 1512.34, "uncertainty": 61.2, "rank": 10, "percentile": 0.0,
+                             "tier": "Bronze", "matches": 14},
+                            {"player": "cy", "rating": 1700.0, "uncertainty": 250.0, "rank": None, "percentile": None,
+                             "tier": None, "matches": 2}]}
+PLAYER_SEASONS = {"league": "arena", "player": "bo", "algorithm": "glicko2",
+                  "seasons": [{"season": "spring-2026", "start": "2026-03-20T00:00:00Z", "end": "2026-06-21T00:00:00Z",
+                               "rating": 1512.34, "uncertainty": 61.2, "rank": 10, "percentile": 0.0, "tier": "Bronze",
+                               "matches": 14},
+                              {"season": "w", "start": "2026-06-21T00:00:00Z", "end": "2026-07-01T00:00:00Z",
+                               "rating": 1490.0, "uncertainty": 70.0, "rank": None, "percentile": None,
+                               "tier": "Bronze", "matches": 1}]}
+
+
+def seasons_api(request: web.Request) -> tuple[int, Any]:
+    path = request.path
+    if path == "/leagues/arena/seasons":
+        return 200, SEASONS
+    if path == "/leagues/plain/seasons":
+        return 200, {"league": "plain", "algorithm": "elo", "schedule": None, "season": None, "seasons": []}
+    if path == "/leagues/arena/seasons/spring-2026/leaderboard":
+        return 200, SEASON_BOARD
+    if path == "/leagues/arena/seasons/summer/leaderboard":
+        return 404, {"error": "season 'summer' of league 'arena' is in progress: its standings are the league's "
+                              "leaderboard until it ends"}
+    if path == "/leagues/arena/players/bo/seasons":
+        return 200, PLAYER_SEASONS
+    if path == "/leagues/arena/players/new/seasons":
+        return 200, {"league": "arena", "player": "new", "algorithm": "glicko2", "seasons": []}
+    return 404, {"error": f"not found: {path}"}
+
+
+async def test_season_reads_quote_ids_and_send_the_page():
+    with FakeApi(lambda request: (200, {"path": request.path, "query": dict(request.query)})) as api:
+        client = RatingsClient(api=api.url)
+        try:
+            assert await client.seasons("a:b") == {"path": "/leagues/a:b/seasons", "query": {}}
+            board = await client.season_leaderboard("chess", "2026+Q1", limit=5, offset=10)
+            assert board == {"path": "/leagues/chess/seasons/2026+Q1/leaderboard",
+                             "query": {"limit": "5", "offset": "10"}}
+            await client.season_leaderboard("chess", "spring/2026")
+            assert await client.player_seasons("chess", "ann@x") == {"path": "/leagues/chess/players/ann@x/seasons",
+                                                                     "query": {}}
+        finally:
+            await client.stop()
+    assert api.seen == [
+        "/leagues/a%3Ab/seasons",
+        "/leagues/chess/seasons/2026%2BQ1/leaderboard?limit=5&offset=10",
+        "/leagues/chess/seasons/spring%2F2026/leaderboard?limit=100&offset=0",
+        "/leagues/chess/players/ann%40x/seasons",
+    ]
+
+
+async def test_a_season_in_progress_has_no_final_standings_yet():
+    with FakeApi(seasons_api) as api:
+        client = RatingsClient(api=api.url)
+        try:
+            assert await client.seasons("arena") == SEASONS
+            assert await client.player_seasons("arena", "bo") == PLAYER_SEASONS
+            assert await client.season_leaderboard("arena", "spring-2026") == SEASON_BOARD
+            with pytest.raises(ApiError) as raised:
+                await client.season_leaderboard("arena", "summer")
+        finally:
+            await client.stop()
+    assert raised.value.status == 404 and "'summer' of league 'arena' is in progress" in raised.value.message
+
+
+def test_seasons_lists_the_seasons_and_the_one_in_progress(capsys):
+    with FakeApi(seasons_api) as api:
+        assert cli.main(["seasons", "arena", "--api", api.url]) == 0
+        out = capsys.readouterr().out
+        assert cli.main(["seasons", "arena", "--json", "--api", api.url]) == 0
+        assert orjson.loads(capsys.readouterr().out) == SEASONS
+        assert cli.main(["seasons", "plain", "--api", api.url]) == 0
+        plain = capsys.readouterr().out
+    assert api.seen[0] == "/leagues/arena/seasons"
+    lines = out.splitlines()
+    assert lines[0] == "arena (glicko2): 2 manual seasons, in progress: summer"
+    assert lines[1].split() == ["#", "season", "start", "end", "players", "reason"]
+    assert lines[2].split() == ["1", "spring-2026", "2026-03-20T00:00:00Z", "2026-06-21T00:00:00Z", "12", "spring",
+                                "split"]
+    assert lines[3].split() == ["2", "summer", "2026-06-21T00:00:00Z", "in", "progress", "-"]
+    assert len(lines) == 4
+    assert plain == "plain (elo) has no seasons: its configuration sets no `season`\n"
+
+
+def test_leaderboard_season_prints_the_final_standings_unranked_last(capsys):
+    with FakeApi(seasons_api) as api:
+        assert cli.main(["leaderboard", "arena", "--season", "spring-2026", "--limit", "2", "--offset", "9",
+                         "--api", api.url]) == 0
+        out = capsys.readouterr().out
+        assert cli.main(["leaderboard", "arena", "--season", "spring-2026", "--json", "--api", api.url]) == 0
+        assert orjson.loads(capsys.readouterr().out) == SEASON_BOARD
+        assert cli.main(["leaderboard", "arena", "--season", "summer", "--api", api.url]) == 1
+        err = capsys.readouterr().err
+    assert api.seen[:2] == ["/leagues/arena/seasons/spring-2026/leaderboard?limit=2&offset=9",
+                            "/leagues/arena/seasons/spring-2026/leaderboard?limit=20&offset=0"]
+    lines = out.splitlines()
+    assert lines[0] == "arena season spring-2026 (2026-03-20T00:00:00Z to 2026-06-21T00:00:00Z; 12 players, 10 ranked)"
+    assert lines[1].split() == ["#", "player", "rating", "matches", "uncertainty", "tier"]
+    assert lines[2].split() == ["10", "bo", "1512.3", "14", "61.2", "Bronze"]
+    assert lines[3].split() == ["-", "cy", "1700.0", "2", "250.0", "-"]
+    assert len(lines) == 4
+    assert err.startswith("ratings leaderboard: season 'summer' of league 'arena' is in progress")
+    assert err.endswith("(HTTP 404)\n")
+
+
+def test_seasons_player_prints_each_ended_seasons_final_standing(capsys):
+    with FakeApi(seasons_api) as api:
+        assert cli.main(["seasons", "arena", "--player", "bo", "--api", api.url]) == 0
+        out = capsys.readouterr().out
+        assert cli.main(["seasons", "arena", "-p", "new", "--api", api.url]) == 0
+        none = capsys.readouterr().out
+        assert cli.main(["seasons", "arena", "-p", "bo", "--json", "--api", api.url]) == 0
+        assert orjson.loads(capsys.readouterr().out) == PLAYER_SEASONS
+    assert api.seen[:2] == ["/leagues/arena/players/bo/seasons", "/leagues/arena/players/new/seasons"]
+    lines = out.splitlines()
+    assert lines[0] == "bo in arena (glicko2): final standings in 2 ended seasons"
+    assert lines[1].split() == ["season", "start", "end", "rank", "percentile", "rating", "matches", "uncertainty",
+                                "tier"]
+    assert lines[2].split() == ["spring-2026", "2026-03-20T00:00:00Z", "2026-06-21T00:00:00Z", "10", "0.0", "1512.3",
+                                "14", "61.2", "Bronze"]
+    assert lines[3].split() == ["w", "2026-06-21T00:00:00Z", "2026-07-01T00:00:00Z", "-", "-", "1490.0", "1", "70.0",
+                                "Bronze"]
+    assert len(lines) == 4
+    assert none == "new in arena (glicko2): final standings in 0 ended seasons\n"
+
+
+def test_leaderboard_shows_the_tiers_of_a_league_that_has_them(capsys):
+    board = {**BOARD, "players": [{**BOARD["players"][0], "tier": "Gold"}, {**BOARD["players"][1], "tier": None}]}
+    with FakeApi(lambda request: (200, board)) as api:
+        assert cli.main(["leaderboard", "arena", "--api", api.url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["#", "player", "rating", "matches", "uncertainty", "tier"]
+    assert lines[2].split() == ["3", "bo", "1612.3", "14", "81.2", "Gold"]
+    assert lines[3].split() == ["4", "cy", "1600.0", "3", "90.0", "-"]

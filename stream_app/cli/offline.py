@@ -43,6 +43,18 @@ def write_history(ledger: Ledger, out: Any) -> None:
             write(dumps({"league": league, "player": player, **entry}) + b"\n")
 
 
+def write_seasons(ledger: Ledger, out: Any) -> tuple[int, int]:
+    """Every ended season's final standings as JSON lines (Ledger.final_standings: by
+    league, season and rank); returns (seasons ended, rows written). A season that
+    ended without a player counts, with no row."""
+    write, dumps = out.write, orjson.dumps
+    rows = ledger.final_standings()
+    for row in rows:
+        write(dumps(row) + b"\n")
+    ended = sum(1 for league in ledger.leagues for season in ledger.seasons(league) if "end" in season)
+    return ended, len(rows)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     ledger = Ledger(league_config(args.config), keep_history=bool(args.history))
     problems = Problems(args.quiet)
@@ -57,6 +69,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if args.history:
             with open(args.history, "wb") as history:
                 write_history(ledger, history)
+        if args.seasons:
+            with open(args.seasons, "wb") as seasons:
+                ended, rows = write_seasons(ledger, seasons)
     except ReplayError as exc:
         print(f"ratings replay: {args.input}: {exc} (stopped: --strict)", file=sys.stderr)
         return 1
@@ -83,7 +98,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         + (f"{report.commands:,} voids and corrections applied ({report.rerates:,} re-rates), " if report.rerates else "")
         + f"{report.duplicates:,} duplicates skipped, "
         f"{report.skipped:,} invalid lines skipped; {len(ledger.leagues):,} leagues, "
-        f"{ledger.player_count:,} players; {report.seconds:.2f} s ({rate:,.0f} matches/s)",
+        f"{ledger.player_count:,} players; "
+        + (f"{ended:,} ended seasons' final standings ({rows:,} rows) written to {args.seasons}; "
+           if args.seasons else "")
+        + f"{report.seconds:.2f} s ({rate:,.0f} matches/s)",
         file=sys.stderr,
     )
     return 0
@@ -234,6 +252,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--history", metavar="FILE",
                    help="write every rating change as a JSON line (league, player, seq, match_id, occurred_at, rank, "
                         "rating_before, rating_after, uncertainty, cause): the history the stream keeps")
+    p.add_argument("--seasons", metavar="FILE",
+                   help="write every ended season's final standings as JSON lines (league, season, player, rating, "
+                        "uncertainty, rank, percentile, tier, matches; by league, season and rank): what "
+                        "`ratings leaderboard --season` reads from the stream")
     p.add_argument(
         "--metrics-json",
         metavar="FILE",

@@ -1,5 +1,5 @@
 """Commands that publish to the match topic: `ratings produce` (a file of
-results, voids and corrections) and `ratings void`."""
+results, voids and corrections), `ratings void` and `ratings season-start`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import sys
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from .flags import LIST_PROBLEMS, Problems, add_common_flags, client_from, command
 
@@ -103,6 +103,15 @@ def cmd_void(args: argparse.Namespace) -> int:
 
 
 async def _void(args: argparse.Namespace) -> int:
+    return await _send_command(
+        args, lambda client: client.void(args.league, args.match_id, args.reason),
+        lambda sent: f"void of {args.league}/{args.match_id} published ({sent.topic}[{sent.partition}] offset "
+                     f"{sent.offset}): the league is re-rated without it, `ratings subscribe` shows the corrections")
+
+
+async def _send_command(args: argparse.Namespace, send: Callable[[Any], Awaitable[Any]],
+                        said: Callable[[Any], str]) -> int:
+    """Publish one command with the client: 0 sent (`said` tells where), 1 refused, 2 no broker."""
     from aiokafka.errors import KafkaError
 
     from ..events import BadEvent
@@ -110,18 +119,58 @@ async def _void(args: argparse.Namespace) -> int:
     client = client_from(args)
     try:
         await client.start()
-        sent = await client.void(args.league, args.match_id, args.reason)
+        sent = await send(client)
     except BadEvent as exc:
-        print(f"ratings void: {exc}", file=sys.stderr)
-        return 1
+        return _refused(args, str(exc))
     except (KafkaError, OSError) as exc:
-        print(f"ratings void: cannot publish to {args.broker}: {exc}", file=sys.stderr)
+        print(f"ratings {args.command}: cannot publish to {args.broker}: {exc}", file=sys.stderr)
         return 2
     finally:
         await client.stop()
-    print(f"void of {args.league}/{args.match_id} published ({sent.topic}[{sent.partition}] offset {sent.offset}): "
-          "the league is re-rated without it, `ratings subscribe` shows the corrections")
+    print(said(sent))
     return 0
+
+
+# -- ratings season-start ------------------------------------------------------------
+# The command's fields and the arguments that give them, for the error messages.
+_SEASON_ARGUMENTS = {"league": "LEAGUE", "season": "NAME", "occurred_at": "--at", "reason": "--reason"}
+
+
+def cmd_season_start(args: argparse.Namespace) -> int:
+    from ..client import season_time
+    from ..events import ID_RULE, SEASON_STARTED, BadEvent, is_id, parse_input
+
+    # Checked here, before connecting, so that a mistake names the argument, not the field.
+    if not is_id(args.season):
+        return _refused(args, f"NAME: {ID_RULE} (got {args.season!r})")
+    at = season_time(args.at)
+    event = {"schema": SEASON_STARTED, "league": args.league, "season": args.season, "occurred_at": at}
+    if args.reason is not None:
+        event["reason"] = args.reason
+    try:
+        parse_input(event)
+    except BadEvent as exc:
+        argument = _SEASON_ARGUMENTS.get(exc.field or "")
+        if argument == "--at":
+            return _refused(args, f"--at: must be an RFC 3339 date-time with a time zone offset, e.g. "
+                                  f"2026-03-20T00:00:00Z (got {args.at!r})")
+        if argument is not None:
+            return _refused(args, f"{argument}: {exc.message.removeprefix(f'{exc.field}: ')}")
+        return _refused(args, str(exc))
+    return asyncio.run(_season_start(args, at))
+
+
+async def _season_start(args: argparse.Namespace, at: str) -> int:
+    return await _send_command(
+        args, lambda client: client.start_season(args.league, args.season, at, args.reason),
+        lambda sent: f"season {args.season} of {args.league} at {at} published ({sent.topic}[{sent.partition}] offset "
+                     f"{sent.offset}): the season in progress ends with its final standings kept; `ratings seasons "
+                     f"{args.league}` lists it once applied, `ratings subscribe --dead-letters` shows a refusal")
+
+
+def _refused(args: argparse.Namespace, message: str) -> int:
+    print(f"ratings {args.command}: {message}", file=sys.stderr)
+    return 1
 
 
 def add_commands(sub: Any) -> None:
@@ -145,4 +194,24 @@ def add_commands(sub: Any) -> None:
     p.add_argument("league", metavar="LEAGUE")
     p.add_argument("match_id", metavar="MATCH_ID")
     p.add_argument("--reason", required=True, help="why (kept with the command; 1 to 500 characters)")
+    add_common_flags(p)
+
+    p = command(sub, "season-start", cmd_season_start,
+                "publish a season-started.v1 command: a league with manual seasons starts its next one",
+                "Publish a season-started.v1 command, keyed by the league like its results: a league configured "
+                "with season = \"manual\" ends the season in progress (its final standings are kept, `ratings "
+                "leaderboard LEAGUE --season S` prints them) and starts NAME; the league's season_reset, if any, "
+                "applies to every player. The worker refuses, as a dead letter, a league without results yet "
+                "(unknown_league) or without manual seasons (season_rule), a NAME used before in the league "
+                "(season_exists) and a time before the league's latest result (season_too_early). Leagues with "
+                "scheduled seasons (weekly, monthly, ...) start them by themselves. "
+                "Exit status: 0 published; 1 the command is invalid; 2 the broker could not be reached.")
+    p.add_argument("league", metavar="LEAGUE")
+    p.add_argument("season", metavar="NAME", help="the new season's name, unique in the league (an id: "
+                   "A-Z a-z 0-9 _ . : @ + -, 1 to 128 characters), e.g. spring-2026")
+    p.add_argument("--at", metavar="RFC3339",
+                   help="when the season starts, with a time zone offset, e.g. 2026-03-20T00:00:00Z; not before the "
+                   "league's latest result (default: now, UTC, to the second)")
+    p.add_argument("--reason", metavar="TEXT",
+                   help="why (kept with the season and shown to people; 1 to 500 characters)")
     add_common_flags(p)

@@ -1,5 +1,5 @@
 """The streaming commands: `ratings worker`, `broker`, `produce`, `subscribe`,
-`leaderboard`, `player`, `predict`, `versus` and `demo`."""
+`leaderboard`, `player`, `seasons`, `predict`, `versus` and `demo`."""
 
 from __future__ import annotations
 
@@ -50,25 +50,89 @@ def _read(args: argparse.Namespace, read: Callable[[Any], Awaitable[dict]]) -> t
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
+    if args.season is not None and (args.around, args.radius) != (None, None):
+        return _usage(args, "--season shows the season's final standings: it takes --limit and --offset, "
+                            "not --around or --radius")
     if args.around is None and args.radius is not None:
         return _usage(args, "--radius needs --around PLAYER")
     if args.around is not None and (args.limit, args.offset) != (None, None):
         return _usage(args, "--around shows the rows around the player: it takes --radius, not --limit or --offset")
-    if args.around is not None:
+    if args.season is not None:
+        board, status = _read(args, lambda c: c.season_leaderboard(args.league, args.season, args.limit or 20,
+                                                                   args.offset or 0))
+    elif args.around is not None:
         board, status = _read(args, lambda c: c.leaderboard_around(args.league, args.around,
                                                                    10 if args.radius is None else args.radius))
     else:
         board, status = _read(args, lambda c: c.leaderboard(args.league, args.limit or 20, args.offset or 0))
     if board is None or args.json:
         return status or _print_json(board)
-    print(f"{board['league']} ({board['players_total']:,} players, {board['eligible_total']:,} ranked)")
+    counts = f"{board['players_total']:,} players, {board['eligible_total']:,} ranked"
+    if args.season is not None:
+        print(f"{board['league']} season {board['season']} ({board['start']} to {board['end']}; {counts})")
+    else:
+        print(f"{board['league']} ({counts})")
     rows = board["players"]
     uncertain = any("uncertainty" in row for row in rows)  # a system with an uncertainty: one more column
-    print(f"  {'#':>6}  {'player':<28} {'rating':>10} {'matches':>8}" + (f" {'uncertainty':>12}" if uncertain else ""))
+    tiered = any("tier" in row for row in rows)  # a league with tiers: one more
+    print(f"  {'#':>6}  {'player':<28} {'rating':>10} {'matches':>8}" + (f" {'uncertainty':>12}" if uncertain else "")
+          + ("  tier" if tiered else ""))
     for row in rows:
         mark = ">" if row["player"] == args.around else " "  # the player the rows are around
-        print(f"{mark} {row['rank']:>6}  {row['player']:<28} {row['rating']:>10.1f} {row['matches']:>8}"
-              + (f" {row.get('uncertainty', float('nan')):>12.1f}" if uncertain else ""))
+        rank = "-" if row["rank"] is None else row["rank"]  # (a season's final standings keep the unranked too)
+        print(f"{mark} {rank:>6}  {row['player']:<28} {row['rating']:>10.1f} {row['matches']:>8}"
+              + (f" {row.get('uncertainty', float('nan')):>12.1f}" if uncertain else "")
+              + (f"  {row.get('tier') or '-'}" if tiered else ""))
+    return 0
+
+
+def cmd_seasons(args: argparse.Namespace) -> int:
+    if args.player is not None:
+        return _player_seasons(args)
+    doc, status = _read(args, lambda c: c.seasons(args.league))
+    if doc is None or args.json:
+        return status or _print_json(doc)
+    if doc["schedule"] is None:
+        print(f"{doc['league']} ({doc['algorithm']}) has no seasons: its configuration sets no `season`")
+        return 0
+    seasons = doc["seasons"]
+    now = f"in progress: {doc['season']}" if doc["season"] is not None else "none started yet"
+    print(f"{doc['league']} ({doc['algorithm']}): {len(seasons)} {doc['schedule']} seasons, {now}")
+    if not seasons:
+        return 0
+    width = max(6, *(len(row["season"]) for row in seasons))
+    explained = any("reason" in row for row in seasons)
+    print(f"{'#':>4}  {'season':<{width}}  {'start':<20}  {'end':<20}  {'players':>8}"
+          + ("  reason" if explained else ""))
+    for row in seasons:
+        end = "in progress" if row["end"] is None else row["end"]
+        players = "-" if row["players"] is None else f"{row['players']:,}"
+        print((f"{row['number']:>4}  {row['season']:<{width}}  {row['start']:<20}  {end:<20}  {players:>8}"
+               + (f"  {row.get('reason', '')}" if explained else "")).rstrip())
+    return 0
+
+
+def _player_seasons(args: argparse.Namespace) -> int:
+    doc, status = _read(args, lambda c: c.player_seasons(args.league, args.player))
+    if doc is None or args.json:
+        return status or _print_json(doc)
+    seasons = doc["seasons"]
+    print(f"{doc['player']} in {doc['league']} ({doc['algorithm']}): final standings in {len(seasons)} ended "
+          f"season{'' if len(seasons) == 1 else 's'}")
+    if not seasons:
+        return 0
+    width = max(6, *(len(row["season"]) for row in seasons))
+    uncertain = any("uncertainty" in row for row in seasons)
+    tiered = any("tier" in row for row in seasons)
+    print(f"{'season':<{width}}  {'start':<20}  {'end':<20} {'rank':>6} {'percentile':>10} {'rating':>10} "
+          f"{'matches':>8}" + (f" {'uncertainty':>12}" if uncertain else "") + ("  tier" if tiered else ""))
+    for row in seasons:
+        rank = "-" if row["rank"] is None else row["rank"]
+        percentile = "-" if row["percentile"] is None else f"{row['percentile']:.1f}"
+        print(f"{row['season']:<{width}}  {row['start']:<20}  {row['end']:<20} {rank:>6} {percentile:>10} "
+              f"{row['rating']:>10.1f} {row['matches']:>8}"
+              + (f" {row.get('uncertainty', float('nan')):>12.1f}" if uncertain else "")
+              + (f"  {row.get('tier') or '-'}" if tiered else ""))
     return 0
 
 
@@ -297,12 +361,17 @@ def add_commands(sub: Any) -> None:
     p = command(sub, "leaderboard", cmd_leaderboard, "print a league's leaderboard from a worker's HTTP API",
                 "Print a league's ranked players (not provisional or inactive) from any worker's HTTP API, highest "
                 "rating first (ties by name): --limit rows from --offset, or --radius rows above and below the player "
-                "of --around, whose row is marked '>'. " + reads)
+                "of --around, whose row is marked '>'. With --season S, an ended season's final standings instead "
+                "(--limit rows from --offset): every player who played in it, the ranked by rank, then the others. "
+                + reads)
     p.add_argument("league", metavar="LEAGUE")
     p.add_argument("--limit", type=positive_int, metavar="N", help="rows (default 20, at most 100000)")
     p.add_argument("--offset", type=count, metavar="M", help="skip this many rows first (default 0)")
     p.add_argument("--around", metavar="PLAYER", help="the rows around this ranked player instead")
     p.add_argument("--radius", type=count, metavar="N", help="with --around: rows above and below (default 10, at most 1000)")
+    p.add_argument("--season", metavar="S",
+                   help="an ended season's final standings instead (with --limit and --offset; the ranked by rank, "
+                        "then the others, rank '-'); `ratings seasons LEAGUE` lists the seasons")
     add_api_flags(p)
 
     p = command(sub, "player", cmd_player, "print a player's rating, rank and history from a worker's HTTP API",
@@ -313,6 +382,16 @@ def add_commands(sub: Any) -> None:
     p.add_argument("player", metavar="PLAYER")
     p.add_argument("--history", type=positive_int, metavar="N",
                    help="also the N newest rating changes, newest first (with --json: as \"history\")")
+    add_api_flags(p)
+
+    p = command(sub, "seasons", cmd_seasons, "print a league's seasons, or a player's, from a worker's HTTP API",
+                "Print a league's seasons, first to last, from any worker's HTTP API: each one's number, name, start, "
+                "end (the season in progress has none yet), players with a final standing and the reason given when "
+                "it was started by hand; or, with --player, the player's final standing in each ended season they "
+                "played (rank, percentile, rating, matches, tier). `ratings leaderboard LEAGUE --season S` prints a "
+                "season's final standings. " + reads)
+    p.add_argument("league", metavar="LEAGUE")
+    p.add_argument("--player", "-p", metavar="PLAYER", help="the player's final standings in the ended seasons instead")
     add_api_flags(p)
 
     p = command(sub, "predict", cmd_predict, "predict a match to come from a worker's HTTP API",

@@ -1,5 +1,6 @@
-// The web pages: leagues, a league's leaderboard, a player. One page with
-// routes in the URL's hash; everything comes from the same worker's JSON API.
+// The web pages: leagues, a league's leaderboard (live, or an ended season's
+// final standings), a player. One page with routes in the URL's hash;
+// everything comes from the same worker's JSON API.
 // Text from the API (player names are users' ids) goes in with textContent only.
 "use strict";
 
@@ -52,6 +53,8 @@ async function api(path) {
 
 const seg = encodeURIComponent;
 const leagueHref = (league, offset) => `#/league/${seg(league)}` + (offset ? `?offset=${offset}` : "");
+const seasonHref = (league, season, offset) =>
+  `#/league/${seg(league)}/season/${seg(season)}` + (offset ? `?offset=${offset}` : "");
 const aroundHref = (league, player) => `#/league/${seg(league)}/around/${seg(player)}`;
 const playerHref = (league, player) => `#/player/${seg(league)}/${seg(player)}`;
 const versusHref = (league, player, opponent) => `${playerHref(league, player)}/vs/${seg(opponent)}`;
@@ -64,25 +67,95 @@ function problem(error) {
   return el("p", { class: "error", id: "message", text: error.message });
 }
 
+// An answer that may be missing (404: an unknown player, or a worker without the
+// endpoint yet): null then; any other error is thrown.
+async function optional(path) {
+  try {
+    return await api(path);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) return null;
+    throw error;
+  }
+}
+
 // -- the leagues --------------------------------------------------------------------
 async function leaguesPage(draw) {
   where.textContent = "";
   const doc = await api("/leagues");
+  const seasoned = doc.leagues.some((league) => "season" in league);
   const rows = doc.leagues.map((league) => el("tr", {},
     el("td", {}, el("a", { href: leagueHref(league.league), class: "league-link", text: league.league })),
     el("td", { text: league.algorithm }),
+    seasoned ? el("td", { class: "season", text: league.season || "–" }) : null,
     el("td", { class: "num", text: league.players.toLocaleString("en") }),
     el("td", { class: "num", text: league.matches.toLocaleString("en") }),
     el("td", { text: when(league.latest_occurred_at) })));
   draw(el("h1", { text: "Leagues" }),
     rows.length ? el("table", { id: "leagues" },
       el("thead", {}, el("tr", {}, el("th", { text: "league" }), el("th", { text: "system" }),
+        seasoned ? el("th", { text: "season" }) : null,
         el("th", { class: "num", text: "players" }), el("th", { class: "num", text: "matches" }),
         el("th", { text: "latest match" }))),
       el("tbody", {}, ...rows)) : el("p", { class: "note", text: "No league has a match yet." }));
 }
 
 // -- a league's leaderboard -----------------------------------------------------------
+// The rows of a leaderboard, live or an ended season's: rank (none: not ranked),
+// player, rating, uncertainty and tier when the rows have them, matches.
+function boardTable(league, players, around) {
+  const uncertain = players.some((row) => "uncertainty" in row);
+  const tiered = players.some((row) => "tier" in row);
+  const rows = players.map((row) => el("tr", row.player === around ? { class: "me" } : {},
+    el("td", { class: "num rank", text: row.rank === null ? "–" : String(row.rank) }),
+    el("td", { class: "player" }, el("a", { href: playerHref(league, row.player), class: "player-link", text: row.player })),
+    el("td", { class: "num rating", text: fixed(row.rating) }),
+    uncertain ? el("td", { class: "num uncertainty", text: fixed(row.uncertainty) }) : null,
+    tiered ? el("td", { class: "tier", text: row.tier || "–" }) : null,
+    el("td", { class: "num matches", text: String(row.matches) })));
+  return el("table", { id: "leaderboard" },
+    el("thead", {}, el("tr", {}, el("th", { class: "num", text: "#" }), el("th", { text: "player" }),
+      el("th", { class: "num", text: "rating" }),
+      uncertain ? el("th", { class: "num", text: "uncertainty" }) : null,
+      tiered ? el("th", { text: "tier" }) : null,
+      el("th", { class: "num", text: "matches" }))),
+    el("tbody", {}, ...rows));
+}
+
+// Previous and next pages of `total` rows from `first`; `label` says what this one shows.
+function pager(first, total, href, label) {
+  const prev = el("button", { id: "prev", text: "‹ previous" });
+  const next = el("button", { id: "next", text: "next ›" });
+  prev.disabled = first === 0;
+  next.disabled = first + PAGE >= total;
+  prev.addEventListener("click", () => { location.hash = href(Math.max(first - PAGE, 0)); });
+  next.addEventListener("click", () => { location.hash = href(first + PAGE); });
+  return el("nav", { class: "pager" }, prev, next,
+    el("span", { class: "note", text: label }));
+}
+
+// The season selector, when the league has seasons: "current" (the live
+// leaderboard) and each ended season, newest first. Choosing one changes the route.
+function seasonPicker(league, doc, chosen) {
+  if (doc === null || !doc.seasons.length) return null;
+  const current = doc.season === null ? "current" : `current (${doc.season}, in progress)`;
+  const select = el("select", { id: "season-select", "aria-label": "season" }, el("option", { value: "", text: current }));
+  for (const season of doc.seasons.slice().reverse()) {
+    if (season.end === null) continue;  // the season in progress: the live leaderboard
+    select.append(el("option", { value: season.season, text: `${season.season} (ended)` }));
+  }
+  const wanted = chosen === null ? "" : chosen;
+  if (![...select.options].some((option) => option.value === wanted)) {
+    select.append(el("option", { value: wanted, text: wanted }));  // in progress or unknown: as asked for
+  }
+  select.value = wanted;
+  select.addEventListener("change", () => {
+    location.hash = select.value ? seasonHref(league, select.value) : leagueHref(league);
+  });
+  return el("form", { id: "season-form", class: "bar" },
+    el("label", { for: "season-select", text: "Season" }), select,
+    doc.schedule ? el("span", { class: "note", id: "schedule", text: doc.schedule }) : null);
+}
+
 async function leaguePage(draw, league, offset, around) {
   where.textContent = `› ${league}`;
   const query = around !== null ? `around=${seg(around)}&radius=${RADIUS}` : `limit=${PAGE}&offset=${offset}`;
@@ -95,6 +168,8 @@ async function leaguePage(draw, league, offset, around) {
     const name = search.querySelector("input").value.trim();
     location.hash = name ? aroundHref(league, name) : leagueHref(league);
   });
+  const seasonsAsked = optional(`/leagues/${seg(league)}/seasons`);
+  seasonsAsked.catch(() => {});  // (awaited below; not an unhandled rejection meanwhile)
   let board;
   try {
     board = await api(`/leagues/${seg(league)}/leaderboard?${query}`);
@@ -108,45 +183,57 @@ async function leaguePage(draw, league, offset, around) {
     }
     throw error;
   }
-  const uncertain = board.players.some((row) => "uncertainty" in row);
-  const rows = board.players.map((row) => el("tr", row.player === around ? { class: "me" } : {},
-    el("td", { class: "num rank", text: String(row.rank) }),
-    el("td", { class: "player" }, el("a", { href: playerHref(league, row.player), class: "player-link", text: row.player })),
-    el("td", { class: "num rating", text: fixed(row.rating) }),
-    el("td", { class: "num matches", text: String(row.matches) }),
-    uncertain ? el("td", { class: "num uncertainty", text: fixed(row.uncertainty) }) : null));
+  const seasons = await seasonsAsked;
   const unlisted = board.players_total - board.eligible_total;
   const counts = el("p", { id: "counts", class: "note",
     text: `${board.algorithm} · ${board.players_total.toLocaleString("en")} players, ` +
           `${board.eligible_total.toLocaleString("en")} ranked` +
           (unlisted ? `; ${unlisted.toLocaleString("en")} not listed (provisional or inactive)` : "") });
   const first = board.offset;
-  const pager = el("nav", { class: "pager" });
-  if (around === null) {
-    const prev = el("button", { id: "prev", text: "‹ previous" });
-    const next = el("button", { id: "next", text: "next ›" });
-    prev.disabled = first === 0;
-    next.disabled = first + PAGE >= board.eligible_total;
-    prev.addEventListener("click", () => { location.hash = leagueHref(league, Math.max(first - PAGE, 0)); });
-    next.addEventListener("click", () => { location.hash = leagueHref(league, first + PAGE); });
-    pager.append(prev, next,
-      el("span", { class: "note", text: rows.length ? `ranks ${first + 1}–${first + rows.length}` : "no ranked player here" }));
-  } else {
-    pager.append(el("a", { href: leagueHref(league), text: "‹ the whole leaderboard" }));
+  const shown = board.players.length;
+  const nav = around === null
+    ? pager(first, board.eligible_total, (at) => leagueHref(league, at),
+      shown ? `ranks ${first + 1}–${first + shown}` : "no ranked player here")
+    : el("nav", { class: "pager" }, el("a", { href: leagueHref(league), text: "‹ the whole leaderboard" }));
+  draw(el("h1", { text: league }), seasonPicker(league, seasons, null), counts, search,
+    boardTable(league, board.players, around), nav);
+}
+
+// An ended season's final standings: every player who played in it, the ranked
+// first (by rank), then the others by rating.
+async function seasonPage(draw, league, season, offset) {
+  where.textContent = `› ${league} › ${season}`;
+  const seasonsAsked = optional(`/leagues/${seg(league)}/seasons`);
+  seasonsAsked.catch(() => {});
+  let board;
+  try {
+    board = await api(`/leagues/${seg(league)}/seasons/${seg(season)}/leaderboard?limit=${PAGE}&offset=${offset}`);
+  } catch (error) {
+    if (error.status !== 404) throw error;
+    // Unknown, or still in progress: the API says which; the selector stays.
+    draw(el("h1", { text: league }), seasonPicker(league, await seasonsAsked, season), problem(error),
+      el("p", {}, el("a", { href: leagueHref(league), text: "the live leaderboard" })));
+    return;
   }
-  draw(el("h1", { text: league }), counts, search,
-    el("table", { id: "leaderboard" },
-      el("thead", {}, el("tr", {}, el("th", { class: "num", text: "#" }), el("th", { text: "player" }),
-        el("th", { class: "num", text: "rating" }), el("th", { class: "num", text: "matches" }),
-        uncertain ? el("th", { class: "num", text: "uncertainty" }) : null)),
-      el("tbody", {}, ...rows)),
-    pager);
+  const seasons = await seasonsAsked;
+  const unranked = board.players_total - board.eligible_total;
+  const counts = el("p", { id: "counts", class: "note",
+    text: `Season ${board.season} (#${board.number}), ${when(board.start)} to ${when(board.end)} · ${board.algorithm} · ` +
+          `${board.players_total.toLocaleString("en")} players, ${board.eligible_total.toLocaleString("en")} ranked` +
+          (unranked ? `; ${unranked.toLocaleString("en")} not ranked at its end (provisional or inactive), listed last` : "") });
+  draw(el("h1", {}, el("span", { text: league }), el("span", { class: "badge season", id: "season-name", text: board.season })),
+    seasonPicker(league, seasons, season), counts,
+    boardTable(league, board.players, null),
+    pager(board.offset, board.players_total, (at) => seasonHref(league, season, at),
+      board.players.length ? `players ${board.offset + 1}–${board.offset + board.players.length}` : "no player here"));
 }
 
 // -- a player -----------------------------------------------------------------------
 async function playerPage(draw, league, player, opponent) {
   where.textContent = `› ${league} › ${player}`;
   const base = `/leagues/${seg(league)}/players/${seg(player)}`;
+  const seasonsAsked = optional(`${base}/seasons`);
+  seasonsAsked.catch(() => {});
   const doc = await api(base);
   const changes = [];
   for (let before = null; changes.length < CHART_MOST;) {
@@ -161,7 +248,10 @@ async function playerPage(draw, league, player, opponent) {
     ["percentile", "percentile", doc.percentile === null ? "–" : `${fixed(doc.percentile)}%`],
     ["matches", "matches", String(doc.matches)]];
   if ("uncertainty" in doc) facts.push(["uncertainty", "uncertainty", fixed(doc.uncertainty)]);
+  if ("tier" in doc) facts.push(["tier", "tier", doc.tier || "–"]);
+  if ("season" in doc) facts.push(["season", "season", doc.season || "–"]);
   facts.push(["last", "last match", when(doc.last_occurred_at)]);
+  const seasons = await seasonsAsked;
   draw(
     el("h1", {}, el("span", { id: "player-name", text: player }),
       el("span", { id: "status", class: `badge ${status}`, text: status })),
@@ -171,6 +261,8 @@ async function playerPage(draw, league, player, opponent) {
       el("div", {}, el("dt", { text: label }), el("dd", { id, text: value })))),
     el("h2", { text: "Rating history" }),
     changes.length ? chart(changes.slice().reverse()) : el("p", { class: "note", text: "No history kept." }),
+    seasons && seasons.seasons.length ? el("h2", { text: "Seasons" }) : null,
+    seasons && seasons.seasons.length ? seasonsTable(league, seasons.seasons) : null,
     el("h2", { text: "Against another player" }),
     versusForm(league, player, opponent),
     opponent === null ? null : await versusSection(league, player, opponent),
@@ -233,6 +325,22 @@ async function versusSection(league, player, opponent) {
     el("dl", { class: "facts" }, ...facts.map(([id, label, value]) =>
       el("div", {}, el("dt", { text: label }), el("dd", { id, text: value })))),
     stake, newcomers, summary, recent);
+}
+
+// The player's final standing in each ended season they played in, oldest first.
+function seasonsTable(league, seasons) {
+  const tiered = seasons.some((s) => "tier" in s);
+  const heads = [["season", ""], ["rank", "num"], ["percentile", "num"], ["rating", "num"],
+    ...(tiered ? [["tier", ""]] : []), ["matches", "num"]];
+  return el("table", { id: "seasons" },
+    el("thead", {}, el("tr", {}, ...heads.map(([head, kind]) => el("th", { class: kind, text: head })))),
+    el("tbody", {}, ...seasons.map((s) => el("tr", { "data-season": s.season },
+      el("td", { class: "season" }, el("a", { href: seasonHref(league, s.season), class: "season-link", text: s.season })),
+      el("td", { class: "num rank", text: s.rank === null ? "–" : `#${s.rank}` }),
+      el("td", { class: "num percentile", text: s.percentile === null ? "–" : `${fixed(s.percentile)}%` }),
+      el("td", { class: "num rating", text: fixed(s.rating) }),
+      tiered ? el("td", { class: "tier", text: s.tier || "–" }) : null,
+      el("td", { class: "num matches", text: String(s.matches) })))));
 }
 
 function recentTable(changes) {
@@ -303,7 +411,8 @@ let routes = 0;
 async function route() {
   const turn = ++routes;
   const newest = () => turn === routes;
-  const draw = (...nodes) => { if (newest()) view.replaceChildren(...nodes); };
+  // (null: a part the page does not have; replaceChildren would show it as the text "null")
+  const draw = (...nodes) => { if (newest()) view.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined)); };
   const hash = location.hash;
   const [path, query] = hash.replace(/^#/, "").split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
@@ -312,6 +421,7 @@ async function route() {
   try {
     if (parts[0] === "league" && parts.length === 2) await leaguePage(draw, parts[1], offset, null);
     else if (parts[0] === "league" && parts[2] === "around" && parts.length === 4) await leaguePage(draw, parts[1], 0, parts[3]);
+    else if (parts[0] === "league" && parts[2] === "season" && parts.length === 4) await seasonPage(draw, parts[1], parts[3], offset);
     else if (parts[0] === "player" && parts.length === 3) await playerPage(draw, parts[1], parts[2], null);
     else if (parts[0] === "player" && parts[3] === "vs" && parts.length === 5) await playerPage(draw, parts[1], parts[2], parts[4]);
     else await leaguesPage(draw);

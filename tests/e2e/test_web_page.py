@@ -26,12 +26,25 @@ min_matches = 12
 
 [leagues."arena"]
 algorithm = "elo-mmr"
+
+[leagues."monthly"]
+algorithm = "elo"
+min_matches = 5
+season = "monthly"
+season_reset = {shrink = 0.5}
+tiers = [{name = "Bronze"}, {name = "Silver", min_rating = 1000}]
 """
+
+# The monthly league: a result every 4 hours from 2026-01-01 to 2026-03-07, so two
+# seasons have ended (2026-01, 2026-02) and 2026-03 is in progress; 60 players, so
+# the seasons' final standings take two pages and some players are not ranked.
+MONTHLY_PLAYERS, MONTHLY_MATCHES, MONTHLY_SPACING = 60, 400, 4 * 3600
 
 
 def events() -> list[dict]:
     rng = random.Random(5)
-    return list(two_player_league("chess", 120, 900, rng)) + list(multi_player_league("arena", 30, 6, 12, rng))
+    return (list(two_player_league("chess", 120, 900, rng)) + list(multi_player_league("arena", 30, 6, 12, rng))
+            + list(two_player_league("monthly", MONTHLY_PLAYERS, MONTHLY_MATCHES, rng, spacing=MONTHLY_SPACING)))
 
 
 @pytest.fixture(scope="module")
@@ -249,3 +262,94 @@ def test_a_player_page_compares_with_an_opponent_as_the_api_predicts_and_counts(
     assert "somebody-new" in by_css(browser, "#newcomers")[0].text and by_css(browser, "#versus-none")
     odds = read(f"/leagues/chess/predict?team={player}&team=somebody-new")
     assert by_css(browser, "#win-player")[0].text == fixed(100 * odds["sides"][0]["win"]) + "%"
+
+
+def tiered_rows(driver) -> list[tuple[str, str, str, str, str]]:
+    """(rank, player, rating, tier, matches) of each leaderboard row, as shown."""
+    return [tuple(row.find_element("css selector", f".{cell}").text for cell in ("rank", "player", "rating", "tier", "matches"))
+            for row in by_css(driver, "#leaderboard tbody tr")]
+
+
+def expected_tiered(board: dict) -> list[tuple[str, str, str, str, str]]:
+    return [("–" if row["rank"] is None else str(row["rank"]), row["player"], fixed(row["rating"]),
+             row["tier"] or "–", str(row["matches"])) for row in board["players"]]
+
+
+def test_a_league_with_seasons_shows_each_ended_seasons_standings_and_a_players_seasons(site, browser):
+    from selenium.webdriver.support.ui import Select
+
+    url, read, shots = site
+    seasons = read("/leagues/monthly/seasons")
+    assert seasons["schedule"] == "monthly" and seasons["season"] == "2026-03"
+    assert [(s["season"], s["end"] is None) for s in seasons["seasons"]] == [
+        ("2026-01", False), ("2026-02", False), ("2026-03", True)]
+
+    # The live leaderboard: a tier column, and the selector on "current".
+    load(browser, url + "/ui/#/league/monthly")
+    live = read("/leagues/monthly/leaderboard?limit=50")
+    assert {row["tier"] for row in live["players"]} == {"Bronze", "Silver"}
+    assert tiered_rows(browser) == expected_tiered(live)
+    picker = Select(by_css(browser, "#season-select")[0])
+    assert [(o.get_attribute("value"), o.text) for o in picker.options] == [
+        ("", "current (2026-03, in progress)"), ("2026-02", "2026-02 (ended)"), ("2026-01", "2026-01 (ended)")]
+    assert picker.first_selected_option.get_attribute("value") == ""
+
+    # An ended season: its final standings as the API gives them, in two pages.
+    picker.select_by_value("2026-01")
+    settle(browser)
+    assert browser.execute_script("return location.hash") == "#/league/monthly/season/2026-01"
+    first = read("/leagues/monthly/seasons/2026-01/leaderboard?limit=50")
+    assert first["players_total"] > 50 and first["players_total"] > first["eligible_total"] > 0
+    assert {row["tier"] for row in first["players"]} == {"Bronze", "Silver"}
+    assert tiered_rows(browser) == expected_tiered(first) and len(first["players"]) == 50
+    assert by_css(browser, "#season-name")[0].text == "2026-01"
+    assert f"{first['players_total']} players, {first['eligible_total']} ranked" in by_css(browser, "#counts")[0].text
+    screenshot(browser, shots / "season.png")
+    by_css(browser, "#next")[0].click()
+    settle(browser)
+    assert browser.execute_script("return location.hash") == "#/league/monthly/season/2026-01?offset=50"
+    second = read("/leagues/monthly/seasons/2026-01/leaderboard?limit=50&offset=50")
+    assert tiered_rows(browser) == expected_tiered(second)
+    assert second["players"][-1]["rank"] is None  # the unranked come last, without a rank
+    assert by_css(browser, "#next")[0].get_attribute("disabled") is not None
+
+    # The route is the choice: reloading it shows the same season, selected.
+    load(browser, url + "/ui/#/league/monthly/season/2026-02")
+    assert Select(by_css(browser, "#season-select")[0]).first_selected_option.get_attribute("value") == "2026-02"
+    assert tiered_rows(browser) == expected_tiered(read("/leagues/monthly/seasons/2026-02/leaderboard?limit=50"))
+    Select(by_css(browser, "#season-select")[0]).select_by_value("")
+    settle(browser)
+    assert browser.execute_script("return location.hash") == "#/league/monthly"
+    assert tiered_rows(browser) == expected_tiered(live)
+    # The season in progress has no final standings yet: the API's message.
+    load(browser, url + "/ui/#/league/monthly/season/2026-03")
+    assert "in progress" in by_css(browser, "#message")[0].text and by_css(browser, "#season-select")
+
+    # A player who played in both ended seasons: the current tier and season, and a Seasons table.
+    player = next(row["player"] for row in first["players"]
+                  if len(read(f"/leagues/monthly/players/{row['player']}/seasons")["seasons"]) == 2)
+    load(browser, url + "/ui/#/player/monthly/" + urllib.parse.quote(player, safe=""))
+    doc = read(f"/leagues/monthly/players/{player}")
+    assert by_css(browser, "#tier")[0].text == doc["tier"] and doc["tier"] in ("Bronze", "Silver")
+    assert by_css(browser, "#season")[0].text == doc["season"] == "2026-03"
+    mine = read(f"/leagues/monthly/players/{player}/seasons")["seasons"]
+    shown = [tuple(cell.text for cell in row.find_elements("css selector", "td")) for row in by_css(browser, "#seasons tbody tr")]
+    assert shown == [(s["season"], "–" if s["rank"] is None else f"#{s['rank']}",
+                      "–" if s["percentile"] is None else fixed(s["percentile"]) + "%", fixed(s["rating"]),
+                      s["tier"] or "–", str(s["matches"])) for s in mine]
+    assert [th.text for th in by_css(browser, "#seasons thead th")] == ["season", "rank", "percentile", "rating", "tier", "matches"]
+    browser.execute_script("document.getElementById('seasons').scrollIntoView()")
+    screenshot(browser, shots / "player-seasons.png")
+    # Each season links to its standings.
+    by_css(browser, "#seasons a.season-link")[1].click()
+    settle(browser)
+    assert browser.execute_script("return location.hash") == "#/league/monthly/season/2026-02"
+
+    # A league without seasons has no selector, and its player no tier, season or Seasons table.
+    load(browser, url + "/ui/#/league/chess")
+    assert not by_css(browser, "#season-select") and not by_css(browser, "#leaderboard .tier")
+    assert "null" not in by_css(browser, "#view")[0].text
+    name = read("/leagues/chess/leaderboard?limit=1")["players"][0]["player"]
+    load(browser, url + "/ui/#/player/chess/" + urllib.parse.quote(name, safe=""))
+    assert not by_css(browser, "#tier") and not by_css(browser, "#season") and not by_css(browser, "#seasons")
+    assert "null" not in by_css(browser, "#view")[0].text  # parts a page does not have are left out, not "null"

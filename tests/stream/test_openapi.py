@@ -32,6 +32,7 @@ DOC = document()
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 # Api's methods that read an integer query parameter (int_param), by the path whose view calls them.
 INT_PARAMS_OF = {"leaderboard": "/leagues/{league}/leaderboard",
+                 "season_leaderboard": "/leagues/{league}/seasons/{season}/leaderboard",
                  "history": "/leagues/{league}/players/{player}/history",
                  "versus": "/leagues/{league}/players/{player}/versus/{opponent}"}
 
@@ -129,7 +130,7 @@ def test_the_id_schema_is_the_id_rule_of_events():
         assert bool(matches) == is_id(text), text
     for path in DOC["paths"]:  # every id in a path or a query is an Id
         for p in parameters(path):
-            if p["name"] in ("league", "player", "opponent", "around"):
+            if p["name"] in ("league", "player", "opponent", "around", "season"):
                 assert p["schema"] == {"$ref": "#/components/schemas/Id"}, (path, p["name"])
 
 
