@@ -13,7 +13,7 @@ import orjson
 
 from .engine import Match, Participant, PlayerState, RatingChange
 from .events import SEP, BadEvent, format_time
-from .rating import Applied, SeasonStarted
+from .rating import Applied, SeasonStarted, Tiers
 from .rerate import Rerated
 
 MAX_DEAD_LETTER_BYTES = 1_000_000  # a dead letter's payload is cut to fit (payload_truncated)
@@ -35,9 +35,9 @@ def events_of(done: Applied | SeasonStarted | Rerated, initial: PlayerState) -> 
     if isinstance(done, Rerated):
         return correction_events(done.algorithm, done.league, done.match_id, done.revision, done.corrections, initial)
     if isinstance(done, SeasonStarted):
-        return season_reset_events(done.algorithm, done.league, done.season["name"], done.season["start"], done.reset)
+        return season_reset_events(done.algorithm, done.league, done.season["name"], done.season["start"], done.reset())
     events = [] if done.season is None else events_of(done.season, initial)
-    return events + rating_changed_events(done.algorithm, done.match, done.changes)
+    return events + rating_changed_events(done.algorithm, done.match, done.changes, done.tiers)
 
 
 def correction_events(algorithm: str, league: str, match_id: str, revision: int,
@@ -66,18 +66,20 @@ def correction_events(algorithm: str, league: str, match_id: str, revision: int,
         }
         event.update(public)
         del event["rating"]
+        if correction.tiers is not None:
+            event["tier_before"], event["tier_after"] = correction.tiers
         events.append(event)
     return events
 
 
 def season_reset_events(algorithm: str, league: str, season: str, start: float,
-                        changes: Iterable[RatingChange]) -> list[dict[str, Any]]:
+                        changes: Iterable[tuple[RatingChange, Tiers | None]]) -> list[dict[str, Any]]:
     """One rating-changed event (cause "season_reset") per player whose state a season's
     start changed. Its match_id is "season:" and the season's name."""
     match_id = f"season:{season}"
     occurred_at = format_time(start)
     events = []
-    for change in changes:
+    for change, tiers in changes:
         event: dict[str, Any] = {
             "schema": "rating-changed.v1",
             "event_id": event_id(league, match_id, change.player),
@@ -95,17 +97,25 @@ def season_reset_events(algorithm: str, league: str, season: str, start: float,
         public = change.after.public()
         del public["rating"]
         event.update(public)
+        if tiers is not None:
+            event["tier_before"], event["tier_after"] = tiers
         events.append(event)
     return events
 
 
-def rating_changed_events(algorithm: str, match: Match, changes: list[RatingChange]) -> list[dict[str, Any]]:
-    """The rating-changed event of each participant's change, in participant order."""
+def rating_changed_events(algorithm: str, match: Match, changes: list[RatingChange],
+                          tiers: list[Tiers] | None = None) -> list[dict[str, Any]]:
+    """The rating-changed event of each participant's change, in participant order
+    (with each one's tiers before and after, in a league with tiers)."""
     occurred_at = format_time(match.time) if match.time is not None else None
-    return [
+    events = [
         _rating_changed(algorithm, match, participant, change, occurred_at)
         for participant, change in zip(match.participants, changes)
     ]
+    if tiers is not None:
+        for event, (before, after) in zip(events, tiers):
+            event["tier_before"], event["tier_after"] = before, after
+    return events
 
 
 def _rating_changed(

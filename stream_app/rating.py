@@ -29,11 +29,12 @@ from typing import AbstractSet as Set, Any, Protocol, Sequence
 from .engine import Match, Participant, PlayerState, RatingChange, RatingSystem
 from .events import BadEvent, SeasonStart, format_time
 from .leagues import LeagueOptions, LeagueRule
-from .seasons import MANUAL, TOWARD_MEAN, archive_row, mean_rating, period, reset_rating, tier_of
+from .seasons import MANUAL, TOWARD_MEAN, Tier, archive_row, mean_rating, period, reset_rating, tier_of
 from .standings import Standing, Standings
 
 
 Entry = Match | SeasonStart  # an entry of a league's log: a result, or a season started by hand
+Tiers = tuple[str | None, str | None]  # a player's tier before and after a change (None: none)
 
 
 @dataclass(slots=True)
@@ -95,6 +96,11 @@ class ApplyTarget(Protocol):
     def league_players(self, league: str, system: RatingSystem) -> list[tuple[str, PlayerRecord]]:
         """Every player of the league with a record, by name (a season's start reads them all)."""
 
+    def standings(self, league: str, rule: LeagueRule) -> Standings | None:
+        """The league's standings as its players' records are (`build_standings`), which
+        the steps that apply keep up to date: a tier can need a rank. None: no tiers are
+        published from here (a re-rate's entries, a restore)."""
+
     def seasons(self, league: str) -> list[dict[str, Any]]:
         """The league's seasons, first to last: season number n is item n - 1 (season_row)."""
 
@@ -132,6 +138,9 @@ class LeagueState(ApplyTarget, Protocol):
 
     def forget_seasons(self, league: str, after: int) -> None:
         """Delete the seasons above `after` and the final standings of those from `after` on."""
+
+    def forget_standings(self, league: str) -> None:
+        """The league's players were replaced (a re-rate): its standings are built again when asked."""
 
     def boundary(self, league: str, number: int) -> tuple[bytes, dict[str, Any]] | None:
         """Boundary `number`'s order key and the league's record before it (None: none)."""
@@ -202,6 +211,7 @@ class Applied:
     history: list[list[Any]]  # each participant's history row (history_row), in participant order (or none)
     place: Place
     season: "SeasonStarted | None" = None  # the season the match started (a scheduled one), saved before it
+    tiers: list[Tiers] | None = None  # each participant's, with the league's tiers (a new entry only)
 
 
 CAUSE_MATCH = "match"  # a history entry written by a match applied
@@ -326,7 +336,11 @@ def apply_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], match
     records, snapshots = _records_after(match.time, boundary, changes, found)
     applied = Applied(rule.algorithm, match, prior, changes, records, snapshots, after, history,
                       Place(key, boundary, opened, new), season)
+    # The standings as they were before the match (built from the records if not kept).
+    board = state.standings(match.league, rule) if options.tiers and new else None
     state.save(applied)
+    if board is not None:
+        applied.tiers = tier_changes(options.tiers, board, changes, records, after.get("latest_time"))
     return applied
 
 
@@ -388,11 +402,12 @@ class SeasonStarted:
     record: dict[str, Any]  # the league's record after the start
     place: Place  # the log entry that starts it: a season-started command, or the result a schedule starts it with
     entry: SeasonStart | None  # the command (None: a scheduled season)
+    tiers: list[Tiers] | None = None  # each player's, in the order of `changes` (with the league's tiers)
 
-    @property
-    def reset(self) -> list[RatingChange]:
-        """The players whose rating state the start changed."""
-        return [change for change in self.changes if change.after != change.before]
+    def reset(self) -> list[tuple[RatingChange, Tiers | None]]:
+        """The players whose rating state the start changed, with their tiers."""
+        tiers: list[Tiers | None] = list(self.tiers) if self.tiers is not None else [None] * len(self.changes)
+        return [(change, tier) for change, tier in zip(self.changes, tiers) if change.after != change.before]
 
 
 def season_row(name: str, start: float, key: bytes, reason: str | None) -> dict[str, Any]:
@@ -440,7 +455,10 @@ def start_season_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any]
     started = SeasonStarted(rule.algorithm, league, number, season_row(name, start, key, None if entry is None else entry.reason),
                             ended, final, changes, records, snapshots, after_record, Place(key, boundary, None, new),
                             entry)
+    board = state.standings(league, rule) if options.tiers and new else None
     state.save_season(started)
+    if board is not None:
+        started.tiers = tier_changes(options.tiers, board, changes, records, None)
     return started
 
 
@@ -482,3 +500,33 @@ def apply_entry(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], en
         return start_season_at(rule, state, record, entry.league, entry.season, entry.time, key, boundary, False,
                                entry).record
     return apply_at(rule, state, record, entry, key, new=False).record
+
+
+# -- tiers -------------------------------------------------------------------------------
+def standing_of(record: PlayerRecord) -> Standing:
+    state = record.state
+    return Standing(state.rating, state.matches, state.uncertainty, record.last_time)
+
+
+def build_standings(rule: LeagueRule, record: dict[str, Any] | None,
+                    players: list[tuple[str, PlayerRecord]]) -> Standings:
+    """A league's standings from its players' records."""
+    board = Standings(rule.options, None if record is None else record.get("latest_time"))
+    for name, found in players:
+        board.set(name, standing_of(found))
+    return board
+
+
+def tier_changes(tiers: Sequence[Tier], board: Standings, changes: list[RatingChange], records: list[PlayerRecord],
+                 latest: float | None) -> list[Tiers]:
+    """Each changed player's tier before and after, the standings moved on between:
+    a tier by rank is read where the player stands among the others."""
+    ranked = board.eligible_total
+    before = [tier_of(tiers, change.before.rating, board.rank(change.player), ranked)
+              if change.player in board.players else None for change in changes]
+    for change, record in zip(changes, records):
+        board.set(change.player, standing_of(record))
+    board.advance(latest)
+    ranked = board.eligible_total
+    return [(tier, tier_of(tiers, change.after.rating, board.rank(change.player), ranked))
+            for tier, change in zip(before, changes)]

@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 from .engine import Match, PlayerState, RatingSystem
-from .leagues import LeagueConfig
+from .leagues import LeagueConfig, LeagueRule
 from .rating import (NO_SNAPSHOT, Applied, Entry, LeagueState, PlayerRecord, SeasonStarted, WorkingRecords, apply_entry,
-                     at_boundary, store_seasons)
+                     Tiers, at_boundary, store_seasons)
+from .seasons import tier_of
+from .standings import Standings
 
 LOG_CHUNK = 512  # log entries read at a time by a job's later parts
 
@@ -54,6 +56,7 @@ class RatingCorrection:
     player: str
     published: PlayerState | None  # the state last published (None: the player had none)
     now: PlayerState | None  # the corrected state (None: the player has no counted match left)
+    tiers: Tiers | None = None  # before and after (with the league's tiers)
 
 
 @dataclass(slots=True)
@@ -177,19 +180,34 @@ def _finish(config: LeagueConfig, state: LeagueState, league: str, job: dict[str
     names = working.names()
     corrections = []
     keeps_history = rule.options.history_max != 0
+    tiers = rule.options.tiers
+    board = state.standings(league, rule) if tiers else None
     for name, then in zip(names, state.player_records(league, names, rule.system)):
         now = working.get(name)
         state.put_player(league, name, now)
         now_state = None if now is None else now.state
         then_state = None if then is None else then.state
         if now_state != then_state:
-            corrections.append(RatingCorrection(name, then_state, now_state))
+            tier_then = None
+            if board is not None and then_state is not None:
+                tier_then = tier_of(tiers, then_state.rating, board.rank(name), board.eligible_total)
+            corrections.append(RatingCorrection(name, then_state, now_state,
+                                                None if board is None else (tier_then, None)))
         if keeps_history:
             before = 0 if then_state is None else then_state.matches
             after = 0 if now_state is None else now_state.matches
             if after < before:
                 state.forget_history(league, name, after + 1, before)
     working.forget(names)
+    if board is not None:  # the tiers after, among the players as they are now
+        state.forget_standings(league)
+        board = state.standings(league, rule)
+        assert board is not None
+        for correction in corrections:
+            now_state = correction.now
+            tier_now = None if now_state is None else tier_of(tiers, now_state.rating, board.rank(correction.player),
+                                                              board.eligible_total)
+            correction.tiers = (correction.tiers[0] if correction.tiers else None, tier_now)
     return Rerated(rule.algorithm, league, job["match_id"], final["revision"], corrections, final, job["reapplied"])
 
 
@@ -243,6 +261,9 @@ class _Rerating:
 
     def seasons(self, league: str) -> list[dict[str, Any]]:
         return self.state.seasons(league)
+
+    def standings(self, league: str, rule: LeagueRule) -> Standings | None:
+        return None  # the entries applied again publish nothing: the corrections at the end do
 
     def save_season(self, started: SeasonStarted) -> None:
         state, league, working = self.state, self.league, self.working

@@ -226,3 +226,49 @@ def test_a_season_key_with_a_mistake_stops_start_up_naming_the_table_and_the_key
     with pytest.raises(ConfigError) as error:
         LeagueConfig.from_toml(f'[leagues."x"]\nalgorithm = "elo"\n{table}\n', "leagues.toml")
     assert str(error.value).startswith('leagues.toml: [leagues."x"] key ') and message in str(error.value)
+
+
+TIERED = """
+[leagues."t"]
+algorithm = "elo"
+k = 40
+season = "monthly"
+season_reset = {shrink = 0.5}
+tiers = [{name = "Bronze"}, {name = "Silver", min_rating = 1010}, {name = "Top 10%", top_percent = 10}]
+"""
+
+
+def test_each_event_carries_the_tiers_a_brute_force_count_of_the_standings_gives():
+    config = LeagueConfig.from_toml(TIERED)
+    tiers = config.options_for("t").tiers
+    docs = monthly_league("t", 3, seed=11, players=30, per_month=60)
+    docs.insert(70, {"schema": "match-voided.v1", "league": "t", "match_id": "1-5", "reason": "annulled"})
+    _, events, refused = run(docs, config)
+    assert refused == []
+    ratings: dict[str, float] = {}
+
+    def tier(player: str) -> str | None:
+        if player not in ratings:
+            return None
+        ahead = sum(1 for other, rating in ratings.items()
+                    if rating > ratings[player] or (rating == ratings[player] and other < player))
+        return tier_of(tiers, ratings[player], ahead + 1, len(ratings))
+
+    groups: list[list[dict]] = []
+    for event in events:  # a match's, a reset's or a re-rate's events come together
+        if groups and (groups[-1][0]["match_id"], groups[-1][0].get("cause")) == (event["match_id"], event.get("cause")):
+            groups[-1].append(event)
+        else:
+            groups.append([event])
+    seen = set()
+    for group in groups:
+        assert [event["tier_before"] for event in group] == [tier(event["player"]) for event in group]
+        for event in group:
+            if event["matches"] == 0:
+                ratings.pop(event["player"], None)
+            else:
+                ratings[event["player"]] = event["rating_after"]
+        assert [event["tier_after"] for event in group] == [tier(event["player"]) for event in group]
+        seen |= {(event.get("cause"), event["tier_after"]) for event in group}
+    assert {(None, "Top 10%"), (None, "Silver"), (None, "Bronze"), ("season_reset", "Bronze")} <= seen
+    assert any(event.get("cause") == "correction" for event in events)

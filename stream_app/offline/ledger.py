@@ -9,10 +9,11 @@ from typing import AbstractSet, Any, Callable, Sequence
 
 from ..engine import Match, PlayerState, RatingChange, RatingSystem
 from ..events import Correction, SeasonStart, Void
-from ..leagues import LeagueConfig
+from ..leagues import LeagueConfig, LeagueRule
+from ..standings import Standings
 from ..apply import apply
-from ..rating import (VOIDED, Applied, Entry, DuplicateMatch, PlayerRecord, SeasonStarted, history_dropped, history_entry,
-                      store_seasons)
+from ..rating import (VOIDED, Applied, Entry, DuplicateMatch, PlayerRecord, SeasonStarted, build_standings,
+                      history_dropped, history_entry, store_seasons)
 from ..rerate import MemoryRecords, Rerated
 from ..seasons import archive_entry, sorted_final
 
@@ -39,11 +40,12 @@ class Ledger:
         self.jobs: dict[str, dict[str, Any]] = {}  # league -> a re-rate job stopped by a budget
         self.keeps_history = keep_history
         self.histories: dict[tuple[str, str], dict[int, list[Any]]] = {}  # (league, player) -> seq -> row
-        # Leagues with seasons: each player's season base and last match time (inactivity ranks a season's end).
+        # Leagues with seasons or tiers: each player's season base and last match time (inactivity ranks them).
         self.bases: dict[str, dict[str, int]] = {}
         self.last_times: dict[str, dict[str, float]] = {}
         self.season_rows: dict[str, list[dict[str, Any]]] = {}  # league -> its seasons, first to last
         self.finals: dict[tuple[str, int], list[list[Any]]] = {}  # (league, season number) -> final standings
+        self.boards: dict[str, Standings] = {}  # leagues with tiers -> their standings (rating.build_standings)
         self.applied = 0
         self.duplicates = 0
         self.rerates = 0
@@ -101,6 +103,16 @@ class Ledger:
     def seasons(self, league: str) -> list[dict[str, Any]]:
         return list(self.season_rows.get(league, ()))
 
+    def standings(self, league: str, rule: LeagueRule) -> Standings:
+        board = self.boards.get(league)
+        if board is None:
+            board = self.boards[league] = build_standings(rule, self.records.get(league),
+                                                          self.league_players(league, rule.system))
+        return board
+
+    def forget_standings(self, league: str) -> None:
+        self.boards.pop(league, None)
+
     def save_season(self, started: SeasonStarted) -> None:
         league, place = started.league, started.place
         self._open(league)
@@ -135,7 +147,8 @@ class Ledger:
             self.leagues[league] = {}
             self.places[league] = {}
             self.logs[league] = _Log()
-            if self.config.options_for(league).season is not None:
+            options = self.config.options_for(league)
+            if options.season is not None or options.tiers:
                 self.bases[league] = {}
                 self.last_times[league] = {}
 

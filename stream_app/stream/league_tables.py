@@ -10,8 +10,9 @@ from typing import AbstractSet, Any, Sequence
 import orjson
 
 from ..engine import Match, RatingSystem
-from ..leagues import LeagueConfig
-from ..rating import (ABSENT, Applied, Entry, PlayerRecord, SeasonStarted, history_dropped, log_entry, entry_from_log,
+from ..leagues import LeagueConfig, LeagueRule
+from ..standings import Standings
+from ..rating import (ABSENT, Applied, Entry, PlayerRecord, SeasonStarted, build_standings, history_dropped, log_entry, entry_from_log,
                       store_seasons)
 from .tables import (BASE, BOUNDARIES, FINALS, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, SINCE, SNAP,
                      SNAPSHOTS, WORKING, boundary_key, final_key, history_key, league_prefix, log_key, match_key,
@@ -25,10 +26,13 @@ class PartitionLeagues:
 
     keeps_history = True  # the API serves it
 
-    def __init__(self, state: PartitionTransaction, config: LeagueConfig):
+    def __init__(self, state: PartitionTransaction, config: LeagueConfig, boards: dict[str, Standings] | None = None):
         self.state = state
         self.config = config
         self.keys: dict[str, bytes] = {}  # the keys of the players read last, built once per match
+        # The standings of the partition's leagues with tiers, kept between batches by the
+        # record handler (None: nothing published from here, a restore).
+        self.boards = boards
 
     # -- applying at the end of the log ----------------------------------------------------
     def league(self, league: str) -> dict[str, Any] | None:
@@ -71,6 +75,19 @@ class PartitionLeagues:
         prefix = league_prefix(league)
         return [(key[len(prefix):].decode(), _player_record(raw, system))
                 for key, raw in self.state.scan(PLAYERS, prefix, _after(prefix))]
+
+    def standings(self, league: str, rule: LeagueRule) -> Standings | None:
+        boards = self.boards
+        if boards is None:
+            return None
+        board = boards.get(league)
+        if board is None:
+            board = boards[league] = build_standings(rule, self.league(league), self.league_players(league, rule.system))
+        return board
+
+    def forget_standings(self, league: str) -> None:
+        if self.boards is not None:
+            self.boards.pop(league, None)
 
     def seasons(self, league: str) -> list[dict[str, Any]]:
         prefix = league_prefix(league)

@@ -20,6 +20,7 @@ from ..published import dead_letter, events_of
 from ..rating import Applied, DuplicateMatch, SeasonStarted
 from ..rerate import Rerated, proceed
 from .commit import Output
+from ..standings import Standings
 from .league_tables import PartitionLeagues
 from .partitioner import league_partition
 from .tables import entry_of, entry_payload
@@ -47,6 +48,9 @@ class RecordHandler:
         self.forward_topic = forward_topic
         self.rerate_part = rerate_part  # participant results per part of a re-rate (None: all in one)
         self.in_order: dict[str, bool] = {}
+        # By partition: the standings of its leagues with tiers, as its committed records and
+        # the batch in progress are (PartitionLeagues.standings); dropped at each take-up.
+        self.boards: dict[int, dict[str, Standings]] = {}
 
     def handle(self, state: PartitionTransaction, topic: str, partition: int, offset: int,
                key: bytes | None, value: bytes | None) -> Outcome:
@@ -71,7 +75,7 @@ class RecordHandler:
                 return outcome
             if isinstance(item, Match) and not self._in_order(league):
                 state.savepoint(journal=False)  # appended, never re-rated: its writes come after every check
-            done = apply(self.config, PartitionLeagues(state, self.config), item, self.rerate_part)
+            done = apply(self.config, self._leagues(state), item, self.rerate_part)
             if isinstance(done, SeasonStarted):
                 state.record_written()  # every player's record: as rows
                 outcome.season = done
@@ -93,6 +97,7 @@ class RecordHandler:
             outcome.outputs.append(_dead_letter_output(exc, key, payload, topic, partition, offset))
         except Exception as failure:  # a bug or an input the engine cannot handle: never crash the worker
             state.rollback()  # nothing of a record half applied stays
+            self.boards.pop(partition, None)  # (a refusal comes before any change: a failure may not)
             log.exception("record %s:%s:%s could not be applied", topic, partition, offset)
             error = BadEvent("internal_error", f"event: could not be applied ({type(failure).__name__}: {failure})")
             outcome.dead_letter = error
@@ -113,11 +118,12 @@ class RecordHandler:
         outcome = Outcome()
         state.savepoint(journal=True)
         try:
-            done = proceed(self.config, PartitionLeagues(state, self.config), league, self.rerate_part)
+            done = proceed(self.config, self._leagues(state), league, self.rerate_part)
             state.record_written()
             self._rerated(league, done, outcome)
         except BaseException:
             state.rollback()
+            self.boards.pop(state.partition, None)
             raise
         return outcome
 
@@ -145,8 +151,12 @@ class RecordHandler:
                                "goes at the end of its league (has the league's configuration changed?)")
 
     def take_up(self, state: PartitionTransaction) -> None:
-        """A partition taken up: the re-rates it has in progress."""
+        """A partition taken up: the re-rates it has in progress; its standings are built again when needed."""
         state.jobs = set(PartitionLeagues(state, self.config).jobs())
+        self.boards.pop(state.partition, None)
+
+    def _leagues(self, state: PartitionTransaction) -> PartitionLeagues:
+        return PartitionLeagues(state, self.config, self.boards.setdefault(state.partition, {}))
 
 
 def is_duplicate(error: BadEvent) -> bool:

@@ -445,7 +445,10 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
         published[orjson.loads(value)["event_id"]].add(value)
     assert set(published) == {event["event_id"] for event in events}
     assert all(len(values) == 1 for values in published.values())
+    assert {key: orjson.loads(next(iter(values))) for key, values in published.items()} == \
+           {event["event_id"]: event for event in events}  # each event as the replay has it, tiers included
     assert {"correction", "season_reset"} <= {event.get("cause") for event in events}
+    assert any(event.get("tier_after") == "Top 10%" for event in events)
 
 
 def assert_seasons_are(store: LocalStore, ledger: Ledger) -> None:
