@@ -64,7 +64,7 @@ from stream_app.stream.partitioner import key_partition
 from . import elo_job, quix_app
 from .streamtools import (PARTITIONS, ROOT, Collector, PhaseSampler, Topics, Worker, command_main, compiled_copy,
                           cpu_seconds, create_topics, dir_size, keyed, log, percentiles, profile, publish, send_paced,
-                          vm_hwm, vm_rss, wait_until)
+                          source_copy, vm_hwm, vm_rss, wait_until)
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
 CODEFORCES_CONFIG = ROOT / "deploy" / "accuracy" / "codeforces-elo-mmr.toml"
@@ -106,6 +106,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="py-spy the worker for this long during (2) (default: no profile)")
     p.add_argument("--no-compiled", action="store_true",
                    help="skip (2) with the per-match path compiled by mypyc (deploy/compile.py; needs a C compiler)")
+    p.add_argument("--baseline", metavar="REV",
+                   help="(2) again with the package as git revision REV has it, same input, same run: a change "
+                   "that must leave the throughput as it was (e.g. the commit before it)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data, profiles)")
     p.add_argument("--output", help="(run alone) also write the results as JSON here")
     args = p.parse_args(argv)
@@ -212,6 +215,18 @@ class Bench:
             if "matches_per_s" in quix:
                 compiled["ratio_to_quix"] = compiled["matches_per_s"] / quix["matches_per_s"]
             result["compiled"] = compiled
+        if self.args.baseline:
+            # The same worker as an earlier revision has it, same input: with (2) just before, a ratio.
+            env = source_copy(self.args.baseline, self.tmp / "baseline")
+            again = Topics("tput-baseline")
+            asyncio.run(create_topics(broker.url, again))
+            asyncio.run(publish(broker.bootstrap, again.match, records))
+            base = self.service(broker, again, n, "service-baseline", env)
+            base["revision"] = self.args.baseline
+            base["ratio_plain_to_baseline"] = service / base["matches_per_s"]
+            log(f"service at {self.args.baseline}: {base['matches_per_s']:,.0f} matches/s; this tree "
+                f"{base['ratio_plain_to_baseline']:.3f} x that")
+            result["baseline"] = base
         if self.args.scale_workers > 1:
             scaled = self.scale_out(broker, records, n, self.args.scale_workers)
             if "matches_per_s" in scaled:
@@ -652,6 +667,10 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             rows.append(("    the service compiled by mypyc (deploy/compile.py)", f"{compiled['matches_per_s']:,.0f} matches/s",
                          f"{compiled['ratio_to_ceiling']:.3f} of (1), {compiled['ratio_to_plain']:.2f} x plain Python"
                          + (f", {compiled['ratio_to_quix']:.2f} x Quix" if "ratio_to_quix" in compiled else "")))
+        base = t.get("baseline")
+        if base:
+            rows.append((f"    the service as revision {base['revision']} has it", f"{base['matches_per_s']:,.0f} matches/s",
+                         f"this tree {base['ratio_plain_to_baseline']:.3f} x that"))
         scaled = t.get("scaled")
         if scaled:
             label = f"    the service with {scaled['workers']} workers (one group, the partitions shared)"

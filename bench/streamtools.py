@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -42,6 +43,18 @@ def compiled_copy(directory: Path) -> dict[str, str]:
     script.build(directory)
     log(f"compiled {len(script.MODULES)} modules with mypyc in {time.monotonic() - started:.0f} s")
     # PYTHONSAFEPATH: a process started in the checkout does not put it first on the path.
+    return {"PYTHONPATH": f"{directory}{os.pathsep}{ROOT}", "PYTHONSAFEPATH": "1"}
+
+
+def source_copy(revision: str, directory: Path) -> dict[str, str]:
+    """The package as git `revision` has it, in `directory`: the environment in which a
+    process runs it (the benchmarks' own modules after it)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", revision, "stream_app", "schemas"], cwd=ROOT, check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
+    shutil.move(str(directory / "schemas"), str(directory / "stream_app" / "schemas"))  # where an installed package has them
+    log(f"the package at {revision} in {directory}")
     return {"PYTHONPATH": f"{directory}{os.pathsep}{ROOT}", "PYTHONSAFEPATH": "1"}
 
 
