@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import orjson
 
-from .engine import Match, Participant, PlayerState, RatingChange
+from .engine import Match, Participant, PlayerState, RatingChange, RatingSystem
 from .events import SEP, BadEvent, format_time
 from .rating import Applied, SeasonStarted, Tiers
 from .rerate import Rerated
@@ -27,17 +27,18 @@ def event_id(league: str, match_id: str, player: str, revision: int | None = Non
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def events_of(done: Applied | SeasonStarted | Rerated, initial: PlayerState) -> list[dict[str, Any]]:
+def events_of(done: Applied | SeasonStarted | Rerated, system: RatingSystem) -> list[dict[str, Any]]:
     """The rating-changed events of what `apply.apply` did (rating.Applied,
-    rating.SeasonStarted or rerate.Rerated), in the order they are published: a
-    season a result starts comes before the result's own. `initial`: the league's
-    system's initial state (a correction back to no match goes to it)."""
-    if isinstance(done, Rerated):
-        return correction_events(done.algorithm, done.league, done.match_id, done.revision, done.corrections, initial)
+    rating.SeasonStarted or rerate.Rerated) in its league rated by `system`, in the
+    order they are published: a season a result starts comes before the result's own."""
+    if isinstance(done, Applied):  # (the common case first: once per match)
+        events = rating_changed_events(done.algorithm, done.match, done.changes, done.tiers)
+        return events if done.season is None else events_of(done.season, system) + events
     if isinstance(done, SeasonStarted):
         return season_reset_events(done.algorithm, done.league, done.season["name"], done.season["start"], done.reset())
-    events = [] if done.season is None else events_of(done.season, initial)
-    return events + rating_changed_events(done.algorithm, done.match, done.changes, done.tiers)
+    # A player left without a counted match goes back to the initial state.
+    return correction_events(done.algorithm, done.league, done.match_id, done.revision, done.corrections,
+                             system.initial_state())
 
 
 def correction_events(algorithm: str, league: str, match_id: str, revision: int,

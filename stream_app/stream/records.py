@@ -129,7 +129,7 @@ class RecordHandler:
 
     def _publish(self, done: Applied | SeasonStarted | Rerated, outcome: Outcome) -> None:
         league = done.match.league if isinstance(done, Applied) else done.league
-        events = events_of(done, self.config.system_for(league).initial_state())
+        events = events_of(done, self.config.system_for(league))
         outcome.outputs.extend(Output("change", league.encode(), _encode(event)) for event in events)
 
     def _rerated(self, league: str, done: Rerated | None, outcome: Outcome) -> None:

@@ -257,5 +257,5 @@ def run(docs: list[dict], config: LeagueConfig) -> tuple[Ledger, list[dict], lis
             continue
         if isinstance(done, Rerated):
             ledger.rerates += 1
-        events += events_of(done, config.system_for(item.league).initial_state())
+        events += events_of(done, config.system_for(item.league))
     return ledger, events, refused
