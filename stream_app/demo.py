@@ -108,5 +108,25 @@ def _print_leaderboards(worker: WorkerProcess, ledger: Ledger) -> bool:
         print(f"{'#':>3}  {'player':<22} {'rating':>9} {'matches':>8}")
         for row in rows[:10]:
             print(f"{row['rank']:>3}  {row['player']:<22} {row['rating']:>9.1f} {row['matches']:>8}")
+        same &= _print_seasons(worker, ledger, league)
         print()
+    return same
+
+
+def _print_seasons(worker: WorkerProcess, ledger: Ledger, league: str) -> bool:
+    """An ended season's final standings, checked against the replay's."""
+    final = [row for row in ledger.final_standings() if row["league"] == league]
+    if league not in ledger.season_rows:
+        return True
+    same = True
+    for row in ledger.season_rows[league]:
+        if "end" not in row:
+            print(f"    season {row['name']}: in progress")
+            continue
+        status, board = worker.get(f"/leagues/{league}/seasons/{row['name']}/leaderboard?limit=100000", timeout=30)
+        kept = [{k: v for k, v in entry.items() if k not in ("league", "season")} for entry in final
+                if entry["season"] == row["name"]]
+        same &= status == 200 and board["players"] == kept
+        top = ", ".join(f"{entry['player']} {entry['rating']:.1f} ({entry.get('tier')})" for entry in kept[:3])
+        print(f"    season {row['name']}: {row['players']} players; final standings: {top}, ...")
     return same

@@ -153,6 +153,15 @@ DEMO_STREAM_CONFIG = """\
 [default]
 algorithm = "elo"
 
+[leagues."chess-rapid"]
+algorithm = "elo"
+k = 24
+min_matches = 25
+season = "monthly"        # a season per UTC month: the first result of a month starts it
+season_reset = {shrink = 0.5, toward = "mean"}
+tiers = [{name = "Bronze"}, {name = "Silver", min_rating = 1000}, {name = "Top 5%", top_percent = 5}]
+floor = 900
+
 [leagues."chess-*"]
 algorithm = "elo"
 k = 24
@@ -167,11 +176,12 @@ max_uncertainty = 81      # less sure than this: provisional
 
 
 def stream_demo_events(seed: int = 7) -> list[dict[str, Any]]:
-    """A large multi-player elo-mmr league and two two-player elo leagues, interleaved."""
+    """A large multi-player elo-mmr league and two two-player elo leagues (the rapid one
+    over six weeks: monthly seasons), interleaved."""
     rng = random.Random(seed)
     arena = list(multi_player_league("arena", 3000, 60, 800, rng))
     blitz = list(two_player_league("chess-blitz", 300, 6000, rng))
-    rapid = list(two_player_league("chess-rapid", 150, 2000, rng))
+    rapid = list(two_player_league("chess-rapid", 150, 2000, rng, spacing=1800))
     merged: list[dict[str, Any]] = []
     queues = [arena, blitz, rapid]
     weights = [len(q) for q in queues]

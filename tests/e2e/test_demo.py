@@ -38,6 +38,9 @@ def test_demo_runs_end_to_end_and_stops_everything():
         assert 0 < int(ranked.replace(",", "")) < int(players.replace(",", "")), league
     rows = re.findall(r"^\s+\d+\s+\S+\s+\d+\.\d\s+\d+$", out, re.M)
     assert len(rows) == 30
+    # chess-rapid runs monthly seasons: January's final standings, with tiers, then February in progress.
+    assert re.search(r"^    season 2026-01: \d+ players; final standings: chess-rapid-p\d+ [\d.]+ \(Top 5%\)", out, re.M)
+    assert "    season 2026-02: in progress" in out
     assert re.search(r"metrics:\s+http://127\.0\.0\.1:\d+/metrics", out)
     assert re.search(r"web page:\s+http://127\.0\.0\.1:\d+/ui/$", out, re.M)
     temp = re.search(r"\(log: (\S+)/worker\.log\)", out).group(1)
