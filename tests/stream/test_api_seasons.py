@@ -7,25 +7,18 @@ what the OpenAPI document says (stream/openapi.json)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
-import orjson
 import pytest
 
 from stream_app.events import format_time, parse_input
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.ledger import Ledger
 from stream_app.seasons import KINDS
-from stream_app.settings import Settings
-from stream_app.stream.api import Api, Refused
-from stream_app.stream.intake import InputRecord, Intake
+from stream_app.stream.api import Refused
 from stream_app.stream.openapi import document
-from stream_app.stream.reads import Reads
-from stream_app.stream.store import LocalStore
-from stream_app.stream.worker import Worker
-from tests.support.memory import MemoryBroker
 from tests.support.openapi import assert_matches
+from tests.support.served import query, served
 
 DOC = document()
 CONFIG = LeagueConfig.from_toml('''
@@ -43,7 +36,6 @@ min_matches = 2
 algorithm = "glicko2"
 season = "manual"
 ''')
-SETTINGS = Settings(partitions=1)
 
 SEASONS = "/leagues/{league}/seasons"
 SEASON_BOARD = "/leagues/{league}/seasons/{season}/leaderboard"
@@ -77,26 +69,10 @@ MARCH = [result("chess", "8", "2026-03-01T10:00:00Z", "fay", "ann")]  # starts 2
 DOCS = JANUARY + FEBRUARY + MARCH
 
 
-def query(**params: Any) -> Any:
-    """What the views read of a request: its query."""
-    return SimpleNamespace(query={name: str(value) for name, value in params.items()})
-
-
 @pytest.fixture
 async def api(tmp_path):
-    store, broker = LocalStore(tmp_path), MemoryBroker(partitions=1)
-    worker = Worker(SETTINGS, CONFIG, store, broker, broker, Intake({}, SETTINGS.batch_max, wait_ms=100))
-    offset = 0
-    for batch in (JANUARY, FEBRUARY, MARCH):
-        await worker.apply_batch([InputRecord(SETTINGS.match_topic, 0, offset + i, doc["league"].encode(),
-                                              orjson.dumps(doc), 1000) for i, doc in enumerate(batch)])
-        offset += len(batch)
-    assert broker.values(SETTINGS.dlq_topic) == []  # every result and command applied
-    try:
-        yield Api(Reads(store, SETTINGS.partitions, CONFIG), CONFIG, owns=lambda partition: True,
-                  owner_url=lambda partition: None, ready=lambda: True, health=dict)
-    finally:
-        store.close()
+    async with served(tmp_path, CONFIG, [JANUARY, FEBRUARY, MARCH]) as views:
+        yield views
 
 
 @pytest.fixture(scope="module")
