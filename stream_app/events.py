@@ -125,7 +125,7 @@ def parse_time(text: str) -> float:
 def format_time(seconds: float) -> str:
     if type(seconds) is float and seconds.is_integer() and 0 <= seconds < _YEAR_10000:
         # Whole seconds (the common case), spelled out from a per-day cache and a
-        # table: the same text as below at a third of the cost (once per match).
+        # table: the same text as below, more cheaply (it runs once per match).
         days, rest = divmod(int(seconds), 86400)
         hours, rest = divmod(rest, 3600)
         minutes, secs = divmod(rest, 60)

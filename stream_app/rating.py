@@ -81,7 +81,7 @@ class ApplyTarget(Protocol):
     """What `apply_at` reads and writes: a LeagueState, or a re-rate's view of one."""
 
     # Whether `save` stores history entries: `apply` builds them only then (a
-    # replay without --history would build 3 million dicts for nothing).
+    # replay without --history would build a dict per participant for nothing).
     keeps_history: bool
 
     def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
@@ -217,8 +217,8 @@ class Applied:
 CAUSE_MATCH = "match"  # a history entry written by a match applied
 
 
-# A history entry's fields, in the order of its row: what the stores keep (a list, half
-# the bytes of the object the API answers) and `history_entry` turns into that object.
+# A history entry's fields, in the order of its row: what the stores keep (a list,
+# smaller than the object the API answers) and `history_entry` turns into that object.
 HISTORY_FIELDS = ("seq", "match_id", "occurred_at", "rank", "rating_before", "rating_after", "uncertainty", "cause")
 
 

@@ -28,7 +28,8 @@ class Settings:
     # How long the broker may hold a fetch of input that has not arrived yet (s). Kafka
     # answers as soon as a record arrives; the embedded broker only when this is over,
     # so it is a floor under the latency there (aiokafka's default, 0.5 s, made the
-    # latency at a low rate worse than at a high one: docs/performance.md).
+    # latency at a low rate worse than at a high one: docs/performance.md, "Settings
+    # chosen by measurement").
     fetch_wait: float = 0.02
     stop_timeout: float = 30.0  # a batch in progress gets this long to finish at a rebalance or stop (s)
     session_timeout: float = 6.0  # the consumer group's session timeout (s)

@@ -59,7 +59,8 @@ from .transaction import PartitionTransaction, Tables
 log = logging.getLogger(__name__)
 
 # A restore stores what this many changelog records make in one write: an entry makes about eight
-# local keys, and smaller writes restored faster (docs/performance.md, Recovery).
+# local keys, and smaller writes restored faster (docs/performance.md, "Settings chosen
+# by measurement").
 FLUSH_RECORDS = 2_000
 # Makes a changelog entry's local writes again, through the transaction (the domain's: stream/records.py).
 Derive = Callable[[PartitionTransaction, memoryview], None]

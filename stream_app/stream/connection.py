@@ -1,6 +1,6 @@
 """Whether the broker answers, said once: a gauge, /health, and a log line when the
 connection is lost and one when it is back, instead of the Kafka clients' line per
-attempt (about 30 a second from aiokafka while the broker is down).
+attempt (many a second from aiokafka while the broker is down).
 
 `BrokerWatch.check` runs every second (a task of the worker's app): one metadata
 request for no topic, with a short timeout. `RepeatFilter` sits on the Kafka clients' loggers: each of their

@@ -164,9 +164,9 @@ def is_duplicate(error: BadEvent) -> bool:
 
 
 def _encode(event: dict) -> bytes:
-    """orjson.dumps, copied out: orjson's result keeps the block it was written in
-    (about 4 KiB), and the worker holds a batch's outputs until the broker has them;
-    a copy of the exact size is cheaper than thousands of such blocks."""
+    """orjson.dumps, copied out: orjson's result keeps the whole block it was written
+    in, and the worker holds a batch's outputs until the broker has them; a copy of
+    the exact size is cheaper than thousands of such blocks."""
     return bytes(memoryview(orjson.dumps(event)))
 
 

@@ -28,11 +28,10 @@ CHECKPOINT_KEY = b"\x00checkpoint"  # row keys never start with a zero byte
 # all of them together kept near MEMTABLE_BYTES (the partition written to flushes
 # beyond it: a soft bound); one block cache for all partitions, holding the table
 # files' index and filter blocks too (otherwise each open file keeps its own, which
-# grow with the data: 18 MiB an hour at 600 matches/s). They are partitioned, so a
-# big file's index and filter come into the cache in small blocks, as reads need
-# them, and only their top levels stay pinned: whole, the filter of a big file
-# outgrew a shard of the cache and was read again and again (the first 700
-# Codeforces contests took 26% longer, and the last ones crawled).
+# grow with the data). They are partitioned, so a big file's index and filter come
+# into the cache in small blocks, as reads need them, and only their top levels stay
+# pinned: whole, the filter of a big file outgrew a shard of the cache and was read
+# from disk again and again (docs/performance.md, "Settings chosen by measurement").
 WRITE_BUFFER_BYTES = 8 * 1024 * 1024
 MEMTABLE_BYTES = 64 * 1024 * 1024
 BLOCK_CACHE_BYTES = 32 * 1024 * 1024

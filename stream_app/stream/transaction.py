@@ -50,11 +50,11 @@ class Tables:
 
 # Per partition, the cache starts over when it holds this many entries, or when the
 # values put in it since it last started over took this many stored bytes (decoded,
-# they take two to three times as much). A value replaced counts again: the bytes
+# they take more). A value replaced counts again: the bytes
 # bound what the cache holds, not exactly, and a small set of players updated again
-# and again starts it over now and then (a re-read of each from RocksDB). 50,000
-# Elo-MMR players with long histories took 115 MiB more of the worker's peak over
-# the Codeforces file than 10,000 (docs/performance.md).
+# and again starts it over now and then (a re-read of each from RocksDB). A count
+# alone does not bound the memory: an Elo-MMR player with a long history decodes to
+# many times an `elo` player (docs/performance.md, "Settings chosen by measurement").
 CACHE_LIMIT = 50_000
 CACHE_BYTES = 16 * 1024 * 1024
 _MISSING = object()
