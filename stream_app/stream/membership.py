@@ -2,7 +2,7 @@
 group at once.
 
 After a SIGKILL the group still counts the dead process as a member until its
-session times out (10 s by default); a rebalance waits for it. The worker keeps
+session times out (`session_timeout`, stream_app/settings.py); a rebalance waits for it. The worker keeps
 its member id in its data directory (written at every assignment); started
 there again, it asks the group coordinator to remove that member before it
 joins. This is what static membership (KIP-345, `group.instance.id`) gives on
