@@ -10,12 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-from . import (accuracy_bench, changelog_bench, corrections_bench, history_bench, mmr_bench, profile_bench, reads_bench, recovery_bench,
+from . import (accuracy_bench, changelog_bench, corrections_bench, mmr_bench, profile_bench, reads_bench, recovery_bench,
                replay_bench, soak_bench, stream_bench, systems_bench)
 
 BENCHES = {"replay": replay_bench.run, "mmr": mmr_bench.run, "stream": stream_bench.run,
            "corrections": corrections_bench.run, "changelog": changelog_bench.run,
-           "recovery": recovery_bench.run, "history": history_bench.run,
+           "recovery": recovery_bench.run,
            "reads": reads_bench.run, "accuracy": accuracy_bench.run,
            "systems": systems_bench.run, "profile": profile_bench.run,
            "soak": soak_bench.run}

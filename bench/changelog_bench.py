@@ -28,7 +28,7 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.sample import two_player_league
 from stream_app.stream.intake import InputRecord
 
-from .history_bench import BATCH, batch_loop
+from .streamtools import BATCH, batch_loop
 
 KINDS = {b"E": "entries", b"R": "rows", b"D": "rows (format before entries)", b"C": "checkpoints", b"F": "fences",
          b"S": "starts"}

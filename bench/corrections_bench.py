@@ -153,10 +153,10 @@ def codeforces(every: int = 50) -> dict[str, Any] | None:
 
 # -- (3) -------------------------------------------------------------------------------------
 def cost(matches: int, players: int = 100_000) -> dict[str, Any]:
-    from bench.history_bench import _records, batch_loop
+    from bench.streamtools import batch_loop, two_player_records
     from stream_app.stream.tables import TABLE_PREFIX
 
-    records = _records(matches, players)
+    records = two_player_records(matches, players)
     out: dict[str, Any] = {"matches": matches, "players": players}
     names = {prefix: table for table, prefix in TABLE_PREFIX.items()}
     for name, every in (("no boundaries", 10**12), ("a boundary every 10,000", 10_000), ("a boundary every 1,000", 1000)):

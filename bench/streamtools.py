@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -442,3 +443,35 @@ def command_main(parse_args: Callable[[list[str] | None], Any], run: Callable[[A
         Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
         print(f"results written to {args.output}")
     return 0
+
+
+# -- the batch loop on a real store, the broker in memory (the worker's own figures) ------
+BATCH = 2_000  # input records per batch, as the intake hands them over under load
+
+
+def two_player_records(matches: int, players: int) -> list[Any]:
+    """Two-player matches of one league as the match topic's input records."""
+    from stream_app.offline.sample import two_player_league
+    from stream_app.stream.intake import InputRecord
+
+    rng = random.Random(3)
+    lines = [orjson.dumps(e) for e in two_player_league("league", players, matches, rng)]
+    return [InputRecord("matches", 0, i, b"league", line, 0) for i, line in enumerate(lines)]
+
+
+async def batch_loop(directory: Path, config: Any, records: list[Any]) -> tuple[float, Any, Any, str]:
+    """The records applied by the batch loop in batches of BATCH, on a real store in
+    `directory` and an in-memory broker: (seconds, store, broker, changelog topic)."""
+    from stream_app.settings import Settings
+    from stream_app.stream.intake import Intake
+    from stream_app.stream.store import LocalStore
+    from stream_app.stream.worker import Worker
+    from tests.support.memory import MemoryBroker
+
+    store, broker = LocalStore(directory), MemoryBroker(partitions=1)
+    settings = Settings(partitions=1, match_topic="matches")
+    worker = Worker(settings, config, store, broker, broker, Intake({}, BATCH))
+    started = time.perf_counter()
+    for first in range(0, len(records), BATCH):
+        await worker.apply_batch(records[first:first + BATCH])
+    return time.perf_counter() - started, store, broker, settings.changelog_topic
