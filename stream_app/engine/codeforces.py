@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from .base import Match, Params, PlayerState, RatingChange, RatingSystem, require
-from .mmr_math import solve_decreasing
+from .numeric import solve_decreasing
 
 # Cells (candidates x ratings) of one block of tanh evaluations: 2 MB, so the
 # block stays in cache between the tanh and the two sums.

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .base import Match, Params, PlayerState, RatingChange, RatingSystem, require
-from .mmr_math import round_half_away
+from .numeric import round_half_away
 
 # Rows of the pairwise matrix computed at once: bounds memory to about
 # 8 * BLOCK_CELLS bytes per temporary even for rounds of 16k participants.

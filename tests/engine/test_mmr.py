@@ -1,4 +1,4 @@
-"""Elo-MMR and Elo-MMchi (stream_app/engine/mmr.py): cross-checks against the
+"""Elo-MMR and Elo-MMchi (stream_app/engine/mmr/): cross-checks against the
 authors' reference (elo_mmr_py, Rust bindings), the paper's properties
 (the Elo-MMR paper: aligned incentives, Theorem 5.7, translation invariance), state
 round trips and parameter validation."""
@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_app.engine import Match, ParamError, Participant, make_system
-from stream_app.engine import mmr as mmr_module
+from stream_app.engine.mmr import elo_mmr as mmr_module
 from stream_app.engine.mmr import EloMmr, EloMmrParams, EloMmx, MmrState
-from stream_app.engine.mmr_math import erfcx, inverse_mills
+from stream_app.engine.mmr.kernels import erfcx, inverse_mills
 
 em = pytest.importorskip("elo_mmr_py")
 
@@ -485,7 +485,7 @@ def test_built_states_are_mmr_states_and_rating_never_changes_its_inputs():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_net_counts_agree_with_counts(seed):
-    from stream_app.engine.mmr import _Terms
+    from stream_app.engine.mmr.terms import Terms as _Terms
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 400))

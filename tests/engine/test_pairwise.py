@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from stream_app.engine import Match, ParamError, Participant, make_system
-from stream_app.engine.mmr_math import round_half_away
+from stream_app.engine.numeric import round_half_away
 
 TRAJECTORY = Path(__file__).parent / "data" / "elorank_trajectory.txt"
 

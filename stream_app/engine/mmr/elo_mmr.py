@@ -1,0 +1,347 @@
+"""Elo-MMR(rho) (EloMmr): logistic performances, a posterior of one Gaussian
+factor and a bounded list of logistic ones, pseudodiffusion between them. A
+big round's performances and new ratings are solved by parts on this thread
+and a helper thread (_split_rows, at the end)."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from operator import attrgetter
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from ..base import RatingChange
+from ..numeric import solve_decreasing
+from .kernels import TANH_MULTIPLIER, PosteriorSlope, WindowSlope, hermite, ranges, segment_sum, tanh_sums
+from .params import EloMmrParams
+from .state import FACTOR_BYTES, MmrState
+from .system import DENSE_LIMIT, REL_TOL, EloMmrBase, nothing
+
+_HISTORY = attrgetter("history")
+# Below this the scale is folded into the stored weights (after ~700 rounds
+# with the defaults, where each round decays the weights by about 0.69).
+_MIN_SCALE = 1e-100
+
+
+class Diffused(NamedTuple):
+    """What the belief update needs of Elo-MMR's diffusion besides the new
+    deviations: the Gaussian factor (gmu, gsig), every player's factors in one
+    flat run by player (each player's count `lens`; centres hp, tanh argument
+    weights ha, output weights hw undecayed; `owner` the player of each) and
+    each player's weight scale after the decay."""
+
+    gmu: np.ndarray
+    gsig: np.ndarray
+    lens: np.ndarray
+    hp: np.ndarray
+    ha: np.ndarray
+    hw: np.ndarray
+    owner: np.ndarray
+    scale: np.ndarray
+
+
+class EloMmr(EloMmrBase):
+    """Elo-MMR(rho): logistic performances, pseudodiffusion, history compression."""
+
+    name = "elo-mmr"
+    Params = EloMmrParams
+    gaussian = False
+    params: EloMmrParams
+    _numbers = ("rating", "sigma", "matches", "gauss_mu", "gauss_sigma", "perf_scale")
+
+    def _diffuse(self, before, mu, sig, diffused, extra):
+        n = len(before)
+        hists = list(map(_HISTORY, before))
+        lens = np.fromiter(map(len, hists), np.int64, n) // FACTOR_BYTES
+        flat = np.frombuffer(b"".join(hists), dtype=np.float64)
+        hp, ha, hw = flat.reshape(-1, 3).T.copy()  # hw: undecayed
+        owner = np.repeat(np.arange(n), lens)
+        gmu, gsig, scale = extra
+
+        decay = (sig / diffused) ** 2
+        transfer = decay**self.params.rho
+        wn_old = gsig**-2.0
+        hist_weight = scale * segment_sum(ha * hw, owner, n) * (2.0 / TANH_MULTIPLIER**2)
+        from_norm = transfer * wn_old
+        from_transfers = (1.0 - transfer) * (wn_old + hist_weight)
+        total_w = from_norm + from_transfers
+        gmu = (from_norm * gmu + from_transfers * mu) / total_w
+        gsig = 1.0 / np.sqrt(decay * total_w)
+        # Every weight decays by transfer * decay: one factor per player.
+        scale = scale * (transfer * decay)
+        return Diffused(gmu, gsig, lens, hp, ha, hw, owner, scale)
+
+    def _performances(self, terms, mu, lo, first=nothing):
+        split = self.params.split_ties
+        w = TANH_MULTIPLIER / terms.delta  # w_out of each term
+        a = 0.5 * w  # w_arg
+        lo_b, hi_b, tol = self._bracket(terms)
+        full = self.params.subsample_size is None or self.params.subsample_size >= terms.m
+        if full and terms.n * terms.m > DENSE_LIMIT:
+            done = first()
+            return self._performances_exact(terms, mu, lo, w, a, lo_b, hi_b, tol), done
+
+        beg, end = terms.windows(mu, self.params.subsample_size)
+        width = int((end - beg).max())
+        guess = _rank_guess(mu, lo)
+
+        def solve(rows: slice) -> np.ndarray:
+            # Rows are independent (each its own sums and Newton steps), so
+            # any split of them gives the same bits.
+            b = beg[rows]
+            net, equal, count = terms.net_counts(lo[rows], b, width)
+            wc = terms.window(w, b, width)
+            invalid = np.arange(width)[None, :] >= (end[rows] - b)[:, None]
+            if invalid.any():
+                wc[invalid] = 0.0
+            const = (wc * net).sum(axis=1)
+            if not split:
+                count += equal
+            coef = np.multiply(wc, count, out=wc)
+            arg = terms.window(a, b, width)
+            carg = terms.window(terms.mu, b, width)
+            carg *= arg
+            evaluate = WindowSlope(const, coef, arg, carg)
+            return solve_decreasing(evaluate, guess[rows], lo_b[rows], hi_b[rows], tol)
+
+        return _split_rows(solve, terms.n, terms.n * width, first)
+
+    def _performances_exact(self, terms, mu, lo, w, a, lo_b, hi_b, tol):
+        """Every opponent: f_i(x) = C_i - F(x) - E_i(x), F shared by all players,
+        E_i the extra tie terms of i's place (absent with split ties)."""
+        n, m = terms.n, terms.m
+        split = self.params.split_ties
+        c = w * terms.count
+        # C_i: weights of the members placed behind i minus those ahead of i.
+        member_w = w[terms.of_player]
+        order = np.argsort(lo, kind="stable")
+        lo_sorted = lo[order]
+        cum = np.concatenate(([0.0], np.cumsum(member_w[order])))
+        ahead = cum[np.searchsorted(lo_sorted, lo, side="left")]
+        behind = cum[-1] - cum[np.searchsorted(lo_sorted, lo, side="right")]
+        const = behind - ahead
+
+        # Tie pairs (i, term j, number of j's members level with i).
+        if split:
+            pair_owner = np.zeros(0, dtype=np.int64)
+            pair_c = pair_mu = pair_a = np.zeros(0)
+        else:
+            keys, key_counts = np.unique(lo * m + terms.of_player, return_counts=True)
+            key_lo = keys // m
+            key_term = keys % m
+            first = np.searchsorted(key_lo, lo, side="left")
+            count = np.searchsorted(key_lo, lo, side="right") - first
+            pair_owner = np.repeat(np.arange(n), count)
+            pair_key = ranges(first, count)
+            pair_term = key_term[pair_key]
+            pair_c = key_counts[pair_key] * w[pair_term]
+            pair_mu = terms.mu[pair_term]
+            pair_a = a[pair_term]
+
+        def ties(idx, x):
+            if len(pair_owner) == 0:
+                return 0.0, 0.0
+            xs = np.zeros(n)
+            xs[idx] = x
+            mask = np.zeros(n, dtype=bool)
+            mask[idx] = True
+            keep = mask[pair_owner]
+            owner = pair_owner[keep]
+            th = np.tanh((xs[owner] - pair_mu[keep]) * pair_a[keep])
+            val = segment_sum(pair_c[keep] * th, owner, n)[idx]
+            der = segment_sum(pair_c[keep] * pair_a[keep] * (1.0 - th * th), owner, n)[idx]
+            return val, der
+
+        def evaluate(idx, x):
+            val, der = tanh_sums(x, terms.mu, a, c)
+            tv, td = ties(idx, x)
+            return const[idx] - val - tv, -der - td
+
+        # A first solution against a cubic interpolation of F on a grid with
+        # a spacing of 1/16 of the narrowest term, then Newton on the exact F.
+        h = terms.delta.min() / 16.0
+        g_lo = terms.mu.min() - 8.0 * terms.delta.max()
+        g_hi = terms.mu.max() + 8.0 * terms.delta.max()
+        k = int(math.ceil((g_hi - g_lo) / h)) + 1
+        guess = mu
+        if k < n // 2:
+            grid = g_lo + h * np.arange(k)
+            gf, gfp = tanh_sums(grid, terms.mu, a, c)
+
+            def approx(idx, x):
+                val, der = hermite(g_lo, h, gf, gfp, x)
+                tv, td = ties(idx, x)
+                return const[idx] - val - tv, -der - td
+
+            guess = solve_decreasing(approx, mu, lo_b, hi_b, tol)
+        return solve_decreasing(evaluate, guess, lo_b, hi_b, tol)
+
+    def _finish(self, match, before, post, mu, sig, beta, perf):
+        p = self.params
+        n = len(before)
+        lens, hp, ha, hw_raw, owner, scale = post.lens, post.hp, post.ha, post.hw, post.owner, post.scale
+        gmu, gsig = post.gmu, post.gsig
+        hw = hw_raw * scale[owner]  # the actual, decayed weights
+        new_a = (0.5 * TANH_MULTIPLIER) / beta
+        new_w = TANH_MULTIPLIER / beta
+
+        # History compression: fold the oldest factors into the Gaussian one.
+        drop = np.maximum(lens + 1 - p.max_history, 0)
+        if drop.any():
+            starts = np.cumsum(lens) - lens
+            dropped = (np.arange(len(hp)) - starts[owner]) < drop[owner]
+            dw = ha[dropped] * hw[dropped] * (2.0 / TANH_MULTIPLIER**2)
+            do = owner[dropped]
+            wn = gsig**-2.0
+            dsum = segment_sum(dw, do, n)
+            gmu = (wn * gmu + segment_sum(dw * hp[dropped], do, n)) / (wn + dsum)
+            gsig = 1.0 / np.sqrt(wn + dsum)
+            kept = ~dropped
+            k_owner, k_p, k_a, k_w = owner[kept], hp[kept], ha[kept], hw[kept]
+        else:
+            k_owner, k_p, k_a, k_w = owner, hp, ha, hw
+        wn = gsig**-2.0
+
+        # The zero lies between the smallest and largest factor centre.
+        lo_b = np.minimum(gmu, perf)
+        hi_b = np.maximum(gmu, perf)
+        if len(k_p):
+            counts = np.bincount(k_owner, minlength=n)
+            has = counts > 0
+            first = (np.cumsum(counts) - counts)[has]
+            lo_b[has] = np.minimum(lo_b[has], np.minimum.reduceat(k_p, first))
+            hi_b[has] = np.maximum(hi_b[has], np.maximum.reduceat(k_p, first))
+        tol = REL_TOL * beta.min()
+
+        def solve(rows: slice) -> np.ndarray:
+            # The new rating: the zero of Equation 6 (increasing), by Newton on
+            # its negation. Players are independent, and their factors are
+            # grouped by player: any split gives the same bits.
+            f = slice(*np.searchsorted(k_owner, (rows.start, rows.stop)))
+            factors = (k_owner[f] - rows.start, k_p[f], k_a[f], k_w[f])
+            player = (wn[rows], gmu[rows], perf[rows], new_a[rows], new_w[rows])
+            evaluate = PosteriorSlope(rows.stop - rows.start, *factors, *player)
+            return solve_decreasing(evaluate, mu[rows], lo_b[rows], hi_b[rows], tol)
+
+        new_sig = 1.0 / np.sqrt(sig**-2.0 + beta**-2.0)
+
+        def histories() -> tuple[bytes, list[int], tuple[list[float], ...]]:
+            # New histories, all in one buffer: the kept factors (a suffix of
+            # the old ones) then the new factor, its weight stored undecayed
+            # (/ scale). A scale this small (hundreds of rounds, or rho =
+            # infinity) is folded into the stored weights, so that new ones
+            # stay representable. With the numbers of the new states that do
+            # not depend on the new ratings, as lists: all of it is done while
+            # a helper thread starts on the ratings.
+            small = scale < _MIN_SCALE
+            new_len = lens - drop + 1
+            new_end = np.cumsum(new_len)
+            new_start = new_end - new_len
+            out = np.empty((int(new_end[-1]), 3))
+            if len(k_p):
+                kept_w = hw_raw if not drop.any() else hw_raw[kept]
+                if small.any():
+                    kept_w = np.where(small[k_owner], k_w, kept_w)
+                k_index = np.arange(len(hp)) if not drop.any() else np.flatnonzero(kept)
+                dest = k_index + (new_start - (np.cumsum(lens) - lens) - drop)[k_owner]
+                out[dest, 0] = k_p
+                out[dest, 1] = k_a
+                out[dest, 2] = kept_w
+            last = new_end - 1
+            out[last, 0] = perf
+            out[last, 1] = new_a
+            out[last, 2] = np.where(small, new_w, new_w / np.where(small, 1.0, scale))
+            bounds = (new_start * FACTOR_BYTES).tolist()
+            bounds.append(int(new_end[-1]) * FACTOR_BYTES)
+            numbers = (new_sig.tolist(), gmu.tolist(), gsig.tolist(), np.where(small, 1.0, scale).tolist(), perf.tolist())
+            return out.tobytes(), bounds, numbers
+
+        new_mu, (buf, bounds, (sig_l, gmu_l, gsig_l, scale_l, perf_l)) = _split_rows(solve, n, len(k_p), histories)
+        mu_l = new_mu.tolist()
+        shown_l = (new_mu - 3.0 * (new_sig - p.sig_limit)).tolist()
+        return _build_changes(
+            match.participants, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, shown_l, perf_l, buf, match.time, p.sig_limit
+        )
+
+
+def _rank_guess(mu: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """A starting point for the performances: the rating found at the player's
+    place (the middle of a tie) when everyone is sorted by rating. Newton
+    from there needs a few steps instead of a dozen from the player's own rating."""
+    n = len(mu)
+    desc = np.sort(mu)[::-1]
+    ordered = np.sort(lo)
+    hi = np.searchsorted(ordered, lo, side="right") - 1
+    return np.interp(0.5 * (lo + hi), np.arange(n), desc)
+
+
+def _build_changes(parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, shown_l, perf_l, buf, t, sig_limit):
+    """The round's changes: each participant's new state, its history a slice of `buf`."""
+    changes = []
+    append = changes.append
+    for x, s, r, sg, g1, g2, b0, b1, sc, shown, pf in zip(
+        parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, bounds[1:], scale_l, shown_l, perf_l
+    ):
+        after = MmrState(r, sg, s.matches + 1, g1, g2, buf[b0:b1], sc, s.last_time if t is None else t, sig_limit)
+        extras = {"uncertainty": sg, "uncertainty_before": s.sigma, "display_rating": shown, "performance": pf}
+        append(RatingChange(x.player, s, after, extras))
+    return changes
+
+
+# ---- big rounds: by parts on this thread and a helper thread ----
+
+# Rounds with at least this many window cells are solved in parts by this
+# thread and a helper thread together: NumPy releases the GIL in its loops,
+# and handing the work over costs about 0.1 ms.
+SPLIT_CELLS = 1 << 16
+# Cells of one such part (there are at least two). Whichever thread is free
+# takes the next part, so that neither waits long for the other when other
+# programs take a core away for a while.
+PART_CELLS = 1 << 18
+
+
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+_HELPER: ThreadPoolExecutor | None = None
+_HELPER_LOCK = threading.Lock()
+
+
+def _split_rows(solve: Callable[[slice], np.ndarray], n: int, cells: int,
+                first: Callable[[], Any] = nothing) -> tuple[np.ndarray, Any]:
+    """(solve(slice(0, n)), first()). For a big round the solve is computed by
+    parts on this thread and a helper thread, and this thread runs `first`
+    (other work of the round) while the helper starts on the parts. Rows are
+    independent: the parts give the same bits."""
+    global _HELPER
+    if cells < SPLIT_CELLS or n < 2 or _CORES < 2:
+        done = first()
+        return solve(slice(0, n)), done
+    with _HELPER_LOCK:
+        if _HELPER is None:
+            _HELPER = ThreadPoolExecutor(1, thread_name_prefix="elo-mmr")
+    count = min(n, max(2, cells // PART_CELLS))
+    bounds = [n * k // count for k in range(count + 1)]
+    results: list[np.ndarray] = [np.empty(0)] * count
+    parts = iter(range(count))  # shared: each next() hands a part to one thread
+
+    def work(before: Callable[[], Any] = nothing) -> Any:
+        try:
+            done = before()
+            for k in parts:
+                results[k] = solve(slice(bounds[k], bounds[k + 1]))
+        except BaseException:
+            for _ in parts:  # leave the other thread nothing more to start
+                pass
+            raise
+        return done
+
+    other = _HELPER.submit(work)
+    try:
+        done = work(first)
+    finally:
+        if not other.cancel():  # cancelled: it had not started, and has nothing left
+            other.result()
+    return np.concatenate(results), done
