@@ -30,6 +30,7 @@ from .engine import Match, Participant, PlayerState, RatingChange, RatingSystem
 from .events import BadEvent, SeasonStart, format_time
 from .leagues import LeagueOptions, LeagueRule
 from .seasons import MANUAL, TOWARD_MEAN, Tier, archive_row, mean_rating, period, reset_rating, tier_of
+from .runtime import LARGE_ROUND, no_cyclic_gc
 from .standings import Standing, Standings
 
 
@@ -316,7 +317,11 @@ def apply_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], match
     newcomers = prior.count(None)
     before = [system.initial_state() if known is None else known for known in prior] if newcomers else prior
     if outcome is None:
-        changes = system.rate(match, before)
+        if len(before) < LARGE_ROUND:
+            changes = system.rate(match, before)
+        else:
+            with no_cyclic_gc():
+                changes = system.rate(match, before)
         if options.floor is not None:
             for change in changes:
                 change.after = system.floored(change.after, options.floor)

@@ -23,16 +23,15 @@ does a job in one part.
 
 from __future__ import annotations
 
-import gc
 from bisect import insort
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 from .engine import Match, PlayerState, RatingSystem
 from .leagues import LeagueConfig, LeagueRule
 from .rating import (NO_SNAPSHOT, Applied, Entry, LeagueState, PlayerRecord, SeasonStarted, WorkingRecords, apply_entry,
                      Tiers, at_boundary, store_seasons)
+from .runtime import no_cyclic_gc
 from .seasons import tier_of
 from .standings import Standings
 
@@ -81,23 +80,8 @@ def rerate(config: LeagueConfig, state: LeagueState, league: str, record: dict[s
     is the league's current record, with the arrival counters already moved on.
     With a `budget`, the re-rate stops after about that many participant results,
     saves its job and returns None (`proceed` goes on)."""
-    with _no_cyclic_gc():
+    with no_cyclic_gc():  # millions of objects made and freed, none in a cycle
         return _rerate(config, state, league, record, edit, match_id, budget)
-
-
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """A re-rate allocates millions of objects and frees them without cycles; with
-    every player's state alive, the cyclic collector would rescan them all many
-    times over (a third of a 50,000-match re-rate). It runs afterwards instead."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _rerate(config: LeagueConfig, state: LeagueState, league: str, record: dict[str, Any], edit: Edit,
@@ -132,7 +116,7 @@ def proceed(config: LeagueConfig, state: LeagueState, league: str, budget: int |
     once it is done, else None."""
     job = dict(state.job(league))  # changed as the part goes: not the stored value itself
     working = state.working(league, config.system_for(league))
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         return _run(config, state, league, job, working, _entries(state, league, bytes.fromhex(job["next"])), budget)
 
 

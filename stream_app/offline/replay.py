@@ -8,7 +8,6 @@ file and the stream of the same file end in the same state, bit for bit.
 from __future__ import annotations
 
 import copyreg
-import gc
 import gzip
 import io
 import multiprocessing
@@ -28,6 +27,7 @@ from typing import IO, Any, Callable, Iterator
 from ..engine import Match, Participant, PlayerState
 from ..events import BadEvent, Correction, Void, parse_input
 from ..rerate import Rerated
+from ..runtime import keep_survivors, long_lived_states, tune_malloc, use_threads
 from .ledger import Ledger
 
 __all__ = ["Ledger", "ReplayReport", "ReplayError", "replay", "open_lines"]
@@ -77,33 +77,6 @@ def open_lines(path: str | Path) -> tuple[Iterator[bytes], IO[bytes] | None, int
     if magic == b"\x1f\x8b":
         return iter(io.BufferedReader(gzip.GzipFile(fileobj=raw))), raw, size
     return iter(raw), raw, size
-
-
-_MALLOC_TUNED = False
-
-
-def _tune_malloc() -> None:
-    """Keep freed memory in the process (glibc): a round allocates and frees
-    many NumPy temporaries of a few MB each, which glibc would otherwise map
-    and unmap every time (a page fault on every fresh page). Equivalent to MALLOC_MMAP_THRESHOLD_=64 MiB,
-    MALLOC_TRIM_THRESHOLD_=256 MiB and MALLOC_TOP_PAD_=64 MiB. Once per
-    process; a no-op where glibc's mallopt is not available."""
-    global _MALLOC_TUNED
-    if _MALLOC_TUNED:
-        return
-    _MALLOC_TUNED = True
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
-    mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD
-    mallopt(-2, 64 << 20)  # M_TOP_PAD
 
 
 @contextmanager
@@ -167,29 +140,19 @@ def replay(
 ) -> ReplayReport:
     """Apply every line of the file to the ledger, in file order."""
     report = ReplayReport()
-    _tune_malloc()
+    tune_malloc()
+    use_threads(ledger.config)
     lines, raw, size = open_lines(path)
     bar = _Progress(size, sys.stderr.isatty() if progress is None else progress)
     started = time.perf_counter()
-    # The ledger keeps hundreds of thousands of states alive, none of them in
-    # reference cycles; the cyclic collector would rescan them all at every
-    # full collection. Each match's survivors are moved to the permanent
-    # generation instead (gc.freeze is O(1)), and the youngest generation's
-    # threshold is raised so that a collection only runs within a match that
-    # allocates a lot; everything goes back at the end.
-    unfreeze = gc.isenabled() and gc.get_freeze_count() == 0
-    thresholds = gc.get_threshold()
-    if unfreeze:
-        gc.set_threshold(max(thresholds[0], 100_000), *thresholds[1:])
     try:
         in_child = (raw is not None and size >= READER_MIN_BYTES and sys.platform.startswith("linux")
                     and not multiprocessing.current_process().daemon)  # a daemonic process may not start one
-        with _parsed_lines(path, lines, raw, bar, in_child) as parsed, _observe_behind(ledger):
-            _replay_lines(parsed, ledger, report, strict, on_problem, unfreeze)
+        # The ledger keeps hundreds of thousands of states alive, none of them in reference cycles.
+        with long_lived_states() as settle, _parsed_lines(path, lines, raw, bar, in_child) as parsed, \
+                _observe_behind(ledger):
+            _replay_lines(parsed, ledger, report, strict, on_problem, settle)
     finally:
-        if unfreeze:
-            gc.set_threshold(*thresholds)
-            gc.unfreeze()
         bar.close()
         if raw is not None:
             raw.close()
@@ -258,7 +221,7 @@ def _read_child(path: str, send: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the replaying process handles it
     # The objects inherited from the replaying process are never freed here:
     # a collection scanning them would copy their pages.
-    gc.freeze()
+    keep_survivors()
     batch: list[tuple[int, Parsed]] = []
     position = 0
     try:
@@ -326,7 +289,7 @@ def _replay_lines(
     report: ReplayReport,
     strict: bool,
     on_problem: Callable[[int, BadEvent], None] | None,
-    unfreeze: bool,
+    settle: bool,
 ) -> None:
     for number, item in parsed:
         report.lines = number
@@ -354,8 +317,8 @@ def _replay_lines(
                 report.commands += 1
             if isinstance(done, Rerated):
                 report.rerates += 1
-            if unfreeze:
-                gc.freeze()
+            if settle:
+                keep_survivors()
 
 
 class ReplayError(RuntimeError):

@@ -12,8 +12,6 @@ and applies them in the batch loop (stream/worker.py).
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import gc
 import logging
 import signal
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any, Awaitable, Callable
 import faust
 from faust.types import TP
 
+from .. import runtime
 from ..client import bootstrap_servers
 from ..processes import exit_unless_done
 from ..events import MAX_EVENT_BYTES
@@ -42,31 +41,9 @@ from .worker import Worker
 log = logging.getLogger(__name__)
 
 # glibc keeps what the worker frees in the middle of its heaps (RocksDB's memtables
-# and blocks between Python's buffers) and does not give it back: the RSS rose
-# about 150 MiB an hour at a steady rate. malloc_trim returns those pages; it took
-# 1 to 10 ms here (docs/performance.md). None where the C library is not glibc.
+# and blocks between Python's buffers) and does not give it back: the RSS creeps up
+# at a steady rate. Every TRIM_SECONDS the pages go back (runtime.trim_malloc).
 TRIM_SECONDS = 30.0
-
-
-def _malloc_trim() -> Any:
-    try:
-        trim = ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
-
-
-_MALLOC_TRIM = _malloc_trim()
-
-# The cyclic collector's thresholds for the worker's process. A batch of 2,000
-# two-player matches keeps about 47,000 containers alive until it commits (the
-# overlay, the outcomes, the outputs), then reference counting frees them: with
-# the youngest generation collected every 50,000 new containers, nearly every
-# batch paid a collection that scanned them all (7% of the worker's time at full
-# load); at 200,000 one runs only when that many outlive their batches
-# (docs/performance.md).
-GC_THRESHOLDS = (200_000, 50, 100)
 
 _FAUST_SENSORS = False
 WATCH_SECONDS = 1.0  # between two checks that the broker answers
@@ -96,6 +73,7 @@ class WorkerApp:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.config = LeagueConfig.load(settings.config_path)
+        runtime.use_threads(self.config)
         self.data_dir = Path(settings.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.app = self._build_app()
@@ -307,7 +285,7 @@ class WorkerApp:
     def timers(self) -> list[tuple[float, Callable[[], Awaitable[None]]]]:
         """What the app runs every so many seconds."""
         found = [(2.0, self._refresh_gauges), (5.0, self._commit_group_offsets)]
-        if _MALLOC_TRIM is not None:
+        if runtime.can_trim_malloc():
             found.append((TRIM_SECONDS, self._release_memory))
         return found
 
@@ -344,7 +322,7 @@ class WorkerApp:
 
     async def _release_memory(self) -> None:
         try:
-            _MALLOC_TRIM(0)
+            runtime.trim_malloc()
         except Exception:  # never take the worker down over it
             log.exception("malloc_trim failed")
 
@@ -381,7 +359,7 @@ class WorkerApp:
 
 def run_worker(settings: Settings, loglevel: str = "info") -> int:
     """Run one worker in the foreground until SIGINT/SIGTERM."""
-    gc.set_threshold(*GC_THRESHOLDS)
+    runtime.collect_for_batches()
     kafka_io.no_topics_created_by_metadata()
     try:
         asyncio.run(ensure_topics(settings))

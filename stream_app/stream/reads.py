@@ -16,7 +16,6 @@ the partition (its state may have been replaced from the changelog) drops them.
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -25,6 +24,7 @@ import orjson
 from ..events import SEP
 from ..leagues import LeagueConfig
 from ..rating import history_entry
+from ..runtime import keep_survivors
 from ..standings import Standing, Standings
 from .partitioner import league_partition
 from .tables import (FINALS, HISTORY, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, final_key, history_prefix,
@@ -164,9 +164,9 @@ class Reads:
             kept.pending = None
             self.builds += 1
             # Hundreds of thousands of long-lived standings: out of the cyclic collector's
-            # reach, or each full collection scans them all (some 40 ms per 200,000), a
-            # pause every request then waits for.
-            gc.freeze()
+            # reach, or each full collection scans them all, a pause every request then
+            # waits for.
+            keep_survivors()
             kept.ready.set_result(standings)
         except Exception as exc:  # the store closed under it (stopping), say: the next request builds again
             if self._kept.get(league) is kept:

@@ -6,8 +6,6 @@ round trips and parameter validation."""
 from __future__ import annotations
 
 import math
-import threading
-import time
 from dataclasses import replace
 
 import numpy as np
@@ -20,14 +18,11 @@ from stream_app.engine import Match, ParamError, Participant, make_system
 from stream_app.engine.mmr import elo_mmr as mmr_module
 from stream_app.engine.mmr import EloMmr, EloMmrParams, EloMmx, MmrState
 from stream_app.engine.mmr.kernels import erfcx, inverse_mills
+from tests.support.rounds import random_rounds, replay_rounds, round_match
 
 em = pytest.importorskip("elo_mmr_py")
 
 FAST = {"subsample_size": 100, "subsample_bucket": 2.0}
-
-
-def _match(rows: list[tuple[str, int]], match_id: str = "m", time: float | None = None) -> Match:
-    return Match("league", match_id, tuple(Participant(p, r) for p, r in rows), time)
 
 
 def _contest(rows: list[tuple[str, int]], name: str, time: int):
@@ -39,29 +34,9 @@ def _contest(rows: list[tuple[str, int]], name: str, time: int):
     return em.Contest(standings=[(p, int(a), int(b)) for (p, _), a, b in zip(rows, los, his)], name=name, time_seconds=time)
 
 
-def _replay(system, rounds: list[list[tuple[str, int]]]) -> dict[str, MmrState]:
-    states: dict[str, MmrState] = {}
-    for k, rows in enumerate(rounds):
-        before = [states.get(p) or system.initial_state() for p, _ in rows]
-        for change in system.rate(_match(rows, str(k), 1000.0 * (k + 1)), before):
-            states[change.player] = change.after
-    return states
-
-
 def _reference(rounds, system) -> dict:
     contests = [_contest(rows, str(k), 1000 * (k + 1)) for k, rows in enumerate(rounds)]
     return em.rate_latest(contests, system=system)
-
-
-def _random_rounds(seed: int, count: int, pool: int, low: int, high: int) -> list[list[tuple[str, int]]]:
-    rng = np.random.default_rng(seed)
-    rounds = []
-    for _ in range(count):
-        size = int(rng.integers(low, high + 1))
-        players = rng.choice(pool, size=size, replace=False)
-        ranks = np.sort(rng.integers(1, size // 2 + 2, size=size))  # plenty of ties
-        rounds.append([(f"p{p}", int(r)) for p, r in zip(players, ranks)])
-    return rounds
 
 
 # ---- cross-checks against the reference ----
@@ -74,7 +49,7 @@ THREE = [
 
 
 def test_known_values_after_first_round():
-    states = _replay(EloMmr(), THREE[:1])
+    states = replay_rounds(EloMmr(), THREE[:1])
     assert states["A"].rating == pytest.approx(1704.8667, abs=1e-4)
     assert states["B"].rating == pytest.approx(1500.0, abs=1e-4)
     assert states["C"].rating == pytest.approx(1295.1333, abs=1e-4)
@@ -86,7 +61,7 @@ def test_known_values_after_first_round():
 def test_three_players_every_round_matches_reference(name, ref):
     system = make_system(name)
     for k in range(1, len(THREE) + 1):
-        ours = _replay(system, THREE[:k])
+        ours = replay_rounds(system, THREE[:k])
         theirs = _reference(THREE[:k], ref)
         for p in "ABC":
             assert ours[p].rating == pytest.approx(theirs[p].mu, abs=0.01), (k, p)
@@ -104,8 +79,8 @@ def test_three_players_every_round_matches_reference(name, ref):
     ],
 )
 def test_random_rounds_match_reference(name, params, ref):
-    rounds = _random_rounds(seed=1, count=100, pool=500, low=20, high=300)
-    ours = _replay(make_system(name, params), rounds)
+    rounds = random_rounds(seed=1, count=100, pool=500, low=20, high=300)
+    ours = replay_rounds(make_system(name, params), rounds)
     theirs = _reference(rounds, ref)
     assert set(ours) == set(theirs)
     for p, r in theirs.items():
@@ -115,10 +90,10 @@ def test_random_rounds_match_reference(name, params, ref):
 
 def test_options_match_reference():
     """split_ties, noob_delay and drift_per_day, against EloMmrConfig."""
-    rounds = _random_rounds(seed=2, count=30, pool=120, low=10, high=80)
+    rounds = random_rounds(seed=2, count=30, pool=120, low=10, high=80)
     params = {"split_ties": True, "noob_delay": [0.5, 0.75], "drift_per_day": 500.0}
     config = em.EloMmrConfig("mmr", split_ties=True, noob_delay=[0.5, 0.75], drift_per_day=500.0)
-    ours = _replay(make_system("elo-mmr", params), rounds)
+    ours = replay_rounds(make_system("elo-mmr", params), rounds)
     theirs = _reference(rounds, config)
     for p, r in theirs.items():
         assert abs(ours[p].rating - r.mu) < 0.01, p
@@ -128,9 +103,9 @@ def test_options_match_reference():
 @pytest.mark.parametrize("name, params, ref", [("elo-mmr", {}, "mmr"), ("elo-mmr", FAST, "mmr-fast")])
 def test_large_rounds_match_reference(name, params, ref):
     """Rounds big enough for the decomposed exact path (grid + Newton) and for subsampling to bite."""
-    rounds = _random_rounds(seed=3, count=4, pool=1500, low=900, high=1200)
+    rounds = random_rounds(seed=3, count=4, pool=1500, low=900, high=1200)
     assert 900 * 900 > mmr_module.DENSE_LIMIT
-    ours = _replay(make_system(name, params), rounds)
+    ours = replay_rounds(make_system(name, params), rounds)
     theirs = _reference(rounds, ref)
     for p, r in theirs.items():
         assert abs(ours[p].rating - r.mu) < 0.01, p
@@ -139,10 +114,10 @@ def test_large_rounds_match_reference(name, params, ref):
 
 def test_exact_paths_agree(monkeypatch):
     """The decomposed exact path and the dense one solve the same equations."""
-    rounds = _random_rounds(seed=4, count=3, pool=900, low=600, high=800)
-    decomposed = _replay(EloMmr(), rounds)
+    rounds = random_rounds(seed=4, count=3, pool=900, low=600, high=800)
+    decomposed = replay_rounds(EloMmr(), rounds)
     monkeypatch.setattr(mmr_module, "DENSE_LIMIT", 1 << 40)
-    dense = _replay(EloMmr(), rounds)
+    dense = replay_rounds(EloMmr(), rounds)
     for p in dense:
         assert decomposed[p].rating == pytest.approx(dense[p].rating, abs=1e-6)
 
@@ -169,10 +144,10 @@ def test_defaults_equal_reference():
 def test_beta_and_gamma_override():
     system = make_system("elo-mmr", {"beta": 150.0, "gamma": 0.0})
     a, b = system.initial_state(), system.initial_state()
-    changes = system.rate(_match([("a", 1), ("b", 2)]), [a, b])
+    changes = system.rate(round_match([("a", 1), ("b", 2)]), [a, b])
     # gamma = 0: no drift, so sigma^-2 grows by exactly beta^-2.
     assert changes[0].after.sigma == pytest.approx((350.0**-2 + 150.0**-2) ** -0.5)
-    default = EloMmr().rate(_match([("a", 1), ("b", 2)]), [a, b])
+    default = EloMmr().rate(round_match([("a", 1), ("b", 2)]), [a, b])
     assert changes[0].after.rating != pytest.approx(default[0].after.rating)
 
 
@@ -207,7 +182,7 @@ def rounds_with_states(draw, max_players: int = 7):
 
 def _rate(system, states, ranks):
     rows = [(f"p{i}", r) for i, r in enumerate(ranks)]
-    return system.rate(_match(rows), states)
+    return system.rate(round_match(rows), states)
 
 
 @pytest.mark.parametrize("system", [EloMmr(), EloMmx(), EloMmr(EloMmrParams(split_ties=True))], ids=["mmr", "mmx", "mmr-split"])
@@ -286,13 +261,13 @@ def test_translation_invariance(system, data, shift):
 @pytest.mark.parametrize("name", ["elo-mmr", "elo-mmx"])
 def test_state_json_round_trip(name):
     system = make_system(name, {"max_history": 3} if name == "elo-mmr" else {})
-    rounds = _random_rounds(seed=5, count=8, pool=12, low=5, high=10)
-    states = _replay(system, rounds)
+    rounds = random_rounds(seed=5, count=8, pool=12, low=5, high=10)
+    states = replay_rounds(system, rounds)
     restored = {p: system.state_from_dict(orjson.loads(orjson.dumps(s.to_dict()))) for p, s in states.items()}
     assert restored == states
     rows = [(p, i + 1) for i, p in enumerate(sorted(states))]
-    a = system.rate(_match(rows, time=9e5), [states[p] for p, _ in rows])
-    b = system.rate(_match(rows, time=9e5), [restored[p] for p, _ in rows])
+    a = system.rate(round_match(rows, time=9e5), [states[p] for p, _ in rows])
+    b = system.rate(round_match(rows, time=9e5), [restored[p] for p, _ in rows])
     assert [c.after for c in a] == [c.after for c in b]
     assert [c.extras for c in a] == [c.extras for c in b]
 
@@ -302,7 +277,7 @@ def test_history_is_bounded_and_compressed():
     rows = [("a", 1), ("b", 2), ("c", 3)]
     states = [system.initial_state() for _ in rows]
     for k in range(6):
-        states = [c.after for c in system.rate(_match(rows, str(k)), states)]
+        states = [c.after for c in system.rate(round_match(rows, str(k)), states)]
     assert all(len(s.perfs) == len(s.perf_w_arg) == len(s.perf_w_out) == 3 for s in states)
     # Folding old factors into the Gaussian one sharpens it.
     assert states[0].gauss_sigma < 350.0
@@ -310,13 +285,13 @@ def test_history_is_bounded_and_compressed():
 
 def test_rate_is_deterministic_and_pure():
     system = make_system("elo-mmr", FAST)
-    rounds = _random_rounds(seed=6, count=5, pool=300, low=150, high=250)
-    states = _replay(system, rounds[:4])
+    rounds = random_rounds(seed=6, count=5, pool=300, low=150, high=250)
+    states = replay_rounds(system, rounds[:4])
     rows = rounds[4]
     before = [states.get(p) or system.initial_state() for p, _ in rows]
     snapshot = [s.to_dict() for s in before]
-    a = system.rate(_match(rows), before)
-    b = system.rate(_match(rows), before)
+    a = system.rate(round_match(rows), before)
+    b = system.rate(round_match(rows), before)
     assert [c.after for c in a] == [c.after for c in b]
     assert [s.to_dict() for s in before] == snapshot
     assert [c.player for c in a] == [p for p, _ in rows]
@@ -325,15 +300,15 @@ def test_rate_is_deterministic_and_pure():
 def test_outcome_free_match_changes_nothing():
     system = EloMmr()
     s = system.initial_state()
-    changes = system.rate(_match([("a", 2), ("b", 2)]), [s, s])
+    changes = system.rate(round_match([("a", 2), ("b", 2)]), [s, s])
     assert all(c.after == replace(c.before, matches=1) for c in changes)
     assert all("performance" not in c.extras for c in changes)
-    assert system.rate(_match([("a", 1)]), [s])[0].after == replace(s, matches=1)
+    assert system.rate(round_match([("a", 1)]), [s])[0].after == replace(s, matches=1)
 
 
 def test_public_and_extras():
     system = EloMmr()
-    changes = system.rate(_match([("a", 1), ("b", 2)]), [system.initial_state()] * 2)
+    changes = system.rate(round_match([("a", 1), ("b", 2)]), [system.initial_state()] * 2)
     after = changes[0].after
     public = after.public()
     assert public == {
@@ -352,12 +327,12 @@ def test_public_and_extras():
 def test_time_gaps_add_drift():
     system = make_system("elo-mmr", {"drift_per_day": 100.0})
     rows = [("a", 1), ("b", 2)]
-    first = [c.after for c in system.rate(_match(rows, time=0.0), [system.initial_state()] * 2)]
-    soon = system.rate(_match(rows, time=86400.0), first)[0].after
-    late = system.rate(_match(rows, time=30 * 86400.0), first)[0].after
-    untimed = system.rate(_match(rows, time=None), first)[0].after
+    first = [c.after for c in system.rate(round_match(rows, time=0.0), [system.initial_state()] * 2)]
+    soon = system.rate(round_match(rows, time=86400.0), first)[0].after
+    late = system.rate(round_match(rows, time=30 * 86400.0), first)[0].after
+    untimed = system.rate(round_match(rows, time=None), first)[0].after
     assert late.sigma > soon.sigma
-    assert untimed.sigma == pytest.approx(system.rate(_match(rows, time=0.0), first)[0].after.sigma)
+    assert untimed.sigma == pytest.approx(system.rate(round_match(rows, time=0.0), first)[0].after.sigma)
     assert untimed.last_time == 0.0 and late.last_time == 30 * 86400.0
 
 
@@ -441,7 +416,7 @@ def test_weights_are_stored_undecayed_with_one_scale():
     states = [system.initial_state() for _ in rows]
     history = []
     for k in range(6):
-        states = [c.after for c in system.rate(_match(rows, str(k)), states)]
+        states = [c.after for c in system.rate(round_match(rows, str(k)), states)]
         history.append(states[0])
     a = history[-1]
     # Each factor keeps the weight it was created with; the scale carries the decay.
@@ -456,10 +431,10 @@ TANH_MULTIPLIER_BETA = math.pi / math.sqrt(3.0) / (80.0 * math.sqrt(6.0))
 
 def test_tiny_scale_is_folded_into_the_weights(monkeypatch):
     """Below _MIN_SCALE the stored weights are rescaled, with the same ratings."""
-    rounds = _random_rounds(seed=8, count=12, pool=30, low=10, high=25)
-    plain = _replay(make_system("elo-mmr", {"max_history": 5}), rounds)
+    rounds = random_rounds(seed=8, count=12, pool=30, low=10, high=25)
+    plain = replay_rounds(make_system("elo-mmr", {"max_history": 5}), rounds)
     monkeypatch.setattr(mmr_module, "_MIN_SCALE", 0.5)
-    folded = _replay(make_system("elo-mmr", {"max_history": 5}), rounds)
+    folded = replay_rounds(make_system("elo-mmr", {"max_history": 5}), rounds)
     assert any(s.perf_scale == 1.0 and s.matches >= 2 for s in folded.values())
     for p in plain:
         assert folded[p].perf_scale >= 0.5
@@ -471,8 +446,8 @@ def test_built_states_are_mmr_states_and_rating_never_changes_its_inputs():
     from dataclasses import astuple, fields
 
     system = make_system("elo-mmr", FAST)
-    rounds = _random_rounds(seed=3, count=3, pool=20, low=5, high=12)
-    states = _replay(system, rounds)
+    rounds = random_rounds(seed=3, count=3, pool=20, low=5, high=12)
+    states = replay_rounds(system, rounds)
     for s in states.values():
         assert type(s) is MmrState
         assert s == MmrState(**{f.name: getattr(s, f.name) for f in fields(MmrState)})
@@ -504,70 +479,3 @@ def test_net_counts_agree_with_counts(seed):
     assert (count == less + equal + greater).all()
 
 
-@pytest.mark.parametrize("part_cells", [1 << 60, 4000])
-@pytest.mark.parametrize("params", [FAST, dict(FAST, split_ties=True), {"subsample_size": 30}])
-def test_rounds_split_over_two_threads_give_the_same_bits(monkeypatch, params, part_cells):
-    # Big rounds are solved by parts on two threads at once (two parts, or
-    # many); rows are independent, so the stream worker and a replay agree
-    # exactly whatever the split.
-    rounds = _random_rounds(seed=11, count=4, pool=900, low=500, high=800)
-    monkeypatch.setattr(mmr_module, "_CORES", 2)
-    monkeypatch.setattr(mmr_module, "SPLIT_CELLS", 1)
-    monkeypatch.setattr(mmr_module, "PART_CELLS", part_cells)
-    split = _replay(make_system("elo-mmr", params), rounds)
-    monkeypatch.setattr(mmr_module, "SPLIT_CELLS", 1 << 60)
-    whole = _replay(make_system("elo-mmr", params), rounds)
-    assert split == whole
-
-
-def test_parts_are_each_solved_once_and_joined_in_order(monkeypatch):
-    monkeypatch.setattr(mmr_module, "_CORES", 2)
-    monkeypatch.setattr(mmr_module, "PART_CELLS", 100)
-    seen = []
-
-    def solve(rows):
-        seen.append((rows.start, rows.stop))
-        time.sleep(0.0002)  # gives the helper thread a chance to take parts
-        return np.arange(rows.start, rows.stop, dtype=float)
-
-    out, done = mmr_module._split_rows(solve, 1000, 1 << 20, first=lambda: "other work")
-    assert np.array_equal(out, np.arange(1000.0)) and done == "other work"
-    assert sorted(seen) == [(k, k + 1) for k in range(1000)]
-
-
-def test_an_error_in_a_part_is_raised_once_the_helper_has_stopped(monkeypatch):
-    monkeypatch.setattr(mmr_module, "_CORES", 2)
-    monkeypatch.setattr(mmr_module, "PART_CELLS", 100)
-    started = []
-
-    def solve(rows):
-        started.append(rows.start)
-        time.sleep(0.001)
-        if rows.start == 10:  # on whichever thread takes it
-            raise ZeroDivisionError("part failed")
-        return np.zeros(rows.stop - rows.start)
-
-    with pytest.raises(ZeroDivisionError):
-        mmr_module._split_rows(solve, 1000, 1 << 20)
-    count = len(started)
-    time.sleep(0.05)
-    assert len(started) == count < 1000  # nothing runs on afterwards, and the rest was not started
-
-
-def test_a_busy_helper_thread_is_not_waited_for(monkeypatch):
-    # When the helper thread has not started (another program has the other
-    # core, say), this thread solves every part and does not wait for it.
-    monkeypatch.setattr(mmr_module, "_CORES", 2)
-    monkeypatch.setattr(mmr_module, "PART_CELLS", 100)
-    rows = np.arange(1000.0)
-    mmr_module._split_rows(lambda part: rows[part], 1000, 1 << 20)  # the helper exists
-    release = threading.Event()
-    blocked = mmr_module._HELPER.submit(release.wait, 10)
-    try:
-        started = time.perf_counter()
-        out, _ = mmr_module._split_rows(lambda part: rows[part], 1000, 1 << 20)
-        assert time.perf_counter() - started < 5
-        assert np.array_equal(out, rows)
-    finally:
-        release.set()
-        blocked.result()

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from stream_app import runtime
 from stream_app.settings import Settings
 from stream_app.stream import app as app_module
 from stream_app.stream.app import WorkerApp
@@ -37,7 +38,7 @@ def _rss_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-@pytest.mark.skipif(app_module._MALLOC_TRIM is None, reason="the C library is not glibc")
+@pytest.mark.skipif(not runtime.can_trim_malloc(), reason="the C library is not glibc")
 def test_memory_freed_between_kept_blocks_goes_back_to_the_system(tmp_path):
     # What the worker frees between long-lived allocations stays in glibc's heap until
     # trimmed: the worker trims it on a timer.

@@ -1,14 +1,11 @@
 """Elo-MMR(rho) (EloMmr): logistic performances, a posterior of one Gaussian
 factor and a bounded list of logistic ones, pseudodiffusion between them. A
-big round's performances and new ratings are solved by parts on this thread
-and a helper thread (_split_rows, at the end)."""
+round's performances and new ratings are solved row by row through
+`split_rows` (EloMmrBase): its caller may hand it threads."""
 
 from __future__ import annotations
 
 import math
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from operator import attrgetter
 from typing import Any, Callable, NamedTuple
 
@@ -108,7 +105,7 @@ class EloMmr(EloMmrBase):
             evaluate = WindowSlope(const, coef, arg, carg)
             return solve_decreasing(evaluate, guess[rows], lo_b[rows], hi_b[rows], tol)
 
-        return _split_rows(solve, terms.n, terms.n * width, first)
+        return self.split_rows(solve, terms.n, terms.n * width, first)
 
     def _performances_exact(self, terms, mu, lo, w, a, lo_b, hi_b, tol):
         """Every opponent: f_i(x) = C_i - F(x) - E_i(x), F shared by all players,
@@ -260,7 +257,7 @@ class EloMmr(EloMmrBase):
             numbers = (new_sig.tolist(), gmu.tolist(), gsig.tolist(), np.where(small, 1.0, scale).tolist(), perf.tolist())
             return out.tobytes(), bounds, numbers
 
-        new_mu, (buf, bounds, (sig_l, gmu_l, gsig_l, scale_l, perf_l)) = _split_rows(solve, n, len(k_p), histories)
+        new_mu, (buf, bounds, (sig_l, gmu_l, gsig_l, scale_l, perf_l)) = self.split_rows(solve, n, len(k_p), histories)
         mu_l = new_mu.tolist()
         shown_l = (new_mu - 3.0 * (new_sig - p.sig_limit)).tolist()
         return _build_changes(
@@ -290,58 +287,3 @@ def _build_changes(parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, s
         extras = {"uncertainty": sg, "uncertainty_before": s.sigma, "display_rating": shown, "performance": pf}
         append(RatingChange(x.player, s, after, extras))
     return changes
-
-
-# ---- big rounds: by parts on this thread and a helper thread ----
-
-# Rounds with at least this many window cells are solved in parts by this
-# thread and a helper thread together: NumPy releases the GIL in its loops,
-# and handing the work over costs about 0.1 ms.
-SPLIT_CELLS = 1 << 16
-# Cells of one such part (there are at least two). Whichever thread is free
-# takes the next part, so that neither waits long for the other when other
-# programs take a core away for a while.
-PART_CELLS = 1 << 18
-
-
-_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-_HELPER: ThreadPoolExecutor | None = None
-_HELPER_LOCK = threading.Lock()
-
-
-def _split_rows(solve: Callable[[slice], np.ndarray], n: int, cells: int,
-                first: Callable[[], Any] = nothing) -> tuple[np.ndarray, Any]:
-    """(solve(slice(0, n)), first()). For a big round the solve is computed by
-    parts on this thread and a helper thread, and this thread runs `first`
-    (other work of the round) while the helper starts on the parts. Rows are
-    independent: the parts give the same bits."""
-    global _HELPER
-    if cells < SPLIT_CELLS or n < 2 or _CORES < 2:
-        done = first()
-        return solve(slice(0, n)), done
-    with _HELPER_LOCK:
-        if _HELPER is None:
-            _HELPER = ThreadPoolExecutor(1, thread_name_prefix="elo-mmr")
-    count = min(n, max(2, cells // PART_CELLS))
-    bounds = [n * k // count for k in range(count + 1)]
-    results: list[np.ndarray] = [np.empty(0)] * count
-    parts = iter(range(count))  # shared: each next() hands a part to one thread
-
-    def work(before: Callable[[], Any] = nothing) -> Any:
-        try:
-            done = before()
-            for k in parts:
-                results[k] = solve(slice(bounds[k], bounds[k + 1]))
-        except BaseException:
-            for _ in parts:  # leave the other thread nothing more to start
-                pass
-            raise
-        return done
-
-    other = _HELPER.submit(work)
-    try:
-        done = work(first)
-    finally:
-        if not other.cancel():  # cancelled: it had not started, and has nothing left
-            other.result()
-    return np.concatenate(results), done

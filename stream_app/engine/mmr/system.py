@@ -4,7 +4,6 @@ in the phases) and the predictions of a match to come."""
 
 from __future__ import annotations
 
-import gc
 import math
 from dataclasses import replace
 from functools import partial
@@ -34,6 +33,19 @@ def nothing() -> None:
     return None
 
 
+# Solves rows 0..n-1 of a round (`solve` takes a slice of rows, `cells` is the work's
+# size) and runs `first` meanwhile: (the rows solved, first()). Rows are independent.
+SplitRows = Callable[[Callable[[slice], np.ndarray], int, int, Callable[[], Any]], tuple[np.ndarray, Any]]
+
+
+def one_piece(solve: Callable[[slice], np.ndarray], n: int, cells: int,
+              first: Callable[[], Any] = nothing) -> tuple[np.ndarray, Any]:
+    """Every row at once, on the calling thread (the engine starts no thread: a
+    caller may give a system another SplitRows, stream_app/runtime.py)."""
+    done = first()
+    return solve(slice(0, n)), done
+
+
 def _gather(states: Sequence[Any], names: tuple[str, ...]) -> np.ndarray:
     """The named numbers (two names or more) of every state as float rows, one
     per name, read in one pass: most of a gather's time goes to fetching each
@@ -58,6 +70,7 @@ class EloMmrBase(RatingSystem[MmrState]):
     # The numbers a round reads from each state: rating, sigma and matches,
     # then what the system's _diffuse needs.
     _numbers: ClassVar[tuple[str, ...]] = ("rating", "sigma", "matches")
+    split_rows: SplitRows = staticmethod(one_piece)  # type: ignore[assignment]
 
     def initial_state(self) -> MmrState:
         p = self.params
@@ -79,19 +92,6 @@ class EloMmrBase(RatingSystem[MmrState]):
     # ---- the round ----
 
     def rate(self, match: Match, before: Sequence[MmrState]) -> list[RatingChange[MmrState]]:
-        # A round allocates a few objects per participant and frees none of
-        # them cyclically; with hundreds of thousands of states alive, the
-        # cyclic collector would rescan them many times a round. It runs once
-        # afterwards instead (nothing here creates reference cycles).
-        if not gc.isenabled():
-            return self._rate(match, before)
-        gc.disable()
-        try:
-            return self._rate(match, before)
-        finally:
-            gc.enable()
-
-    def _rate(self, match: Match, before: Sequence[MmrState]) -> list[RatingChange[MmrState]]:
         p = self.params
         n = len(before)
         ranks = np.fromiter(map(_RANK, match.participants), np.int64, n)
