@@ -34,6 +34,7 @@ from stream_app.offline.accuracy import Accuracy
 from stream_app.leagues import LeagueConfig
 from stream_app.engine import Match, Participant, make_system
 from stream_app.offline.replay import Ledger, replay
+from stream_app.runtime import threaded
 
 ROOT = Path(__file__).resolve().parent.parent
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
@@ -88,7 +89,7 @@ def one_round(n: int = 5000, warmup: int = 3, repeat: int = 3) -> dict:
     rounds = _rounds(n, warmup + 1)
     out = {}
     for label, ours_params, ref_name in (("exact", {}, "mmr"), ("fast", FAST, "mmr-fast")):
-        system = make_system("elo-mmr", ours_params)
+        system = threaded(make_system("elo-mmr", ours_params))  # the threads a replay or a worker gives it
         states: dict = {}
         for k, (players, ranks) in enumerate(rounds[:warmup]):
             match = Match("bench", str(k), tuple(map(Participant, players, ranks.tolist())), float(k))

@@ -92,8 +92,14 @@ def split_rows(solve: Callable[[slice], np.ndarray], n: int, cells: int,
 def use_threads(config: LeagueConfig) -> None:
     """The configuration's Elo-MMR systems solve big rounds with `split_rows`."""
     for rule in [config.default, *config.rules]:
-        if isinstance(rule.system, EloMmrBase):
-            rule.system.split_rows = split_rows
+        threaded(rule.system)
+
+
+def threaded(system: Any) -> Any:
+    """The system, solving big rounds with `split_rows` if it is an Elo-MMR one."""
+    if isinstance(system, EloMmrBase):
+        system.split_rows = split_rows
+    return system
 
 
 @contextmanager
