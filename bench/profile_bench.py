@@ -51,7 +51,7 @@ from stream_app.published import event_id
 from stream_app.apply import apply
 from stream_app.stream import observe
 from stream_app.stream.observe import compiled_modules
-from stream_app.stream.app import GC_THRESHOLDS
+from stream_app import runtime
 from stream_app.stream.changelog import Checkpoint
 from stream_app.stream.league_tables import PartitionLeagues
 from stream_app.stream.records import RecordHandler
@@ -175,7 +175,7 @@ def floor(lines: list[bytes], directory: Path) -> float:
 def measure(lines: list[bytes], config: LeagueConfig, repeat: int) -> dict[str, float]:
     """Microseconds per match of each stage. Each pass `repeat` times, passes
     interleaved; each stage's least time counts (the machine's noise only ever adds)."""
-    gc.set_threshold(*GC_THRESHOLDS)  # the worker's setting
+    runtime.collect_for_batches()  # the worker's setting
     passes: dict[str, dict[str, float]] = {}
     for _ in range(repeat):
         for how in ("parse", "apply", "handle"):
