@@ -29,7 +29,6 @@ baseline, same run: `floor`, the same work in one loop with nothing around it.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import random
 import shutil
