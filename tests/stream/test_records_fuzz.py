@@ -82,7 +82,7 @@ def report(request):
     yield
     total = sum(v for k, v in COUNTS.items() if k.startswith("examples:"))
     detail = ", ".join(f"{k} {v:,}" for k, v in sorted(COUNTS.items()))
-    line = f"test_fuzz: {total:,} examples ({detail})"
+    line = f"test_records_fuzz: {total:,} examples ({detail})"
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     if capture is not None:
         with capture.global_and_fixture_disabled():
