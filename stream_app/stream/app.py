@@ -29,9 +29,8 @@ from ..settings import Settings
 from . import kafka_io, membership, observe
 from .api import Api
 from .connection import BrokerWatch
-from .intake import Intake
+from .intake import Intake, KafkaTopicReader
 from .reads import Reads
-from .restore import KafkaChangelog
 from .standby import Standby
 from .store import LocalStore
 from .topics import TopicsMismatch, ensure_topics
@@ -82,7 +81,7 @@ class WorkerApp:
         intake = Intake(self.kafka_options(), settings.batch_max, wait_ms=int(settings.batch_wait * 1000),
                         fetch_wait_ms=int(settings.fetch_wait * 1000))
         self.worker = Worker(settings, self.config, self.store, kafka_io.ProducerSender(self.app),
-                             KafkaChangelog(self.kafka_options()), intake)
+                             KafkaTopicReader(self.kafka_options()), intake)
         self.worker.ensure_topics = lambda: ensure_topics(settings)
         self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic, *self.worker.restoring)
         self.broker_watch = BrokerWatch(self.kafka_options())

@@ -195,8 +195,8 @@ def _old_row(key: bytes, value: bytes) -> tuple[bytes, bytes]:
     return b"R" + head[1:] + name + new, b"R" + head[1:] + name + before
 
 
-class ChangelogReader:
-    """The committed state of one partition, read from its changelog in log order.
+class ChangelogRule:
+    """The rule applied to a partition's changelog records, fed in log order: its committed state.
 
     Starts from a checkpoint (what a local store holds, or nothing), reading the
     log from the record after it, or from `start` (a log that started over: read

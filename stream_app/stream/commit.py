@@ -33,8 +33,8 @@ worker's late writes: if they include a fence of a higher epoch, this worker
 has been replaced itself (`Fenced`); otherwise the rule drops them (every data
 record has a key of its own: compaction never puts one in the place of another).
 
-No Faust here: `Sender` and `Changelog` are what the sequence needs of the
-broker (stream/kafka_io.py and stream/restore.py have Kafka's; the tests have
+No Faust here: `Sender` and `TopicReader` are what the sequence needs of the
+broker (stream/kafka_io.py and stream/intake.py have Kafka's; the tests have
 an in-memory broker).
 """
 
@@ -50,7 +50,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol
 import orjson
 
 from . import observe
-from .changelog import (CHECKPOINT, ENTRY, START, Checkpoint, ChangelogReader, RecordWriter, StartedOver,
+from .changelog import (CHECKPOINT, ENTRY, START, Checkpoint, ChangelogRule, RecordWriter, StartedOver,
                         checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of, start_record)
 from .partitioner import key_partition
 from .store import LocalStore
@@ -93,7 +93,7 @@ class Sender(Protocol):
         offsets of the first and last record of one record batch once acknowledged."""
 
 
-class Changelog(Protocol):
+class TopicReader(Protocol):
     def read(self, topic: str, partition: int, start: int, end: int) -> AsyncIterator[list[tuple[int, bytes, bytes]]]:
         """The records at offsets start..end-1 of a topic partition, in order, in
         chunks of (offset, key, value)."""
@@ -105,7 +105,7 @@ class Changelog(Protocol):
 
 
 class Committer:
-    def __init__(self, store: LocalStore, sender: Sender, changelog: Changelog, changelog_topic: str,
+    def __init__(self, store: LocalStore, sender: Sender, changelog: TopicReader, changelog_topic: str,
                  output_topics: dict[str, str], tables: Tables, derive: Derive):
         self.store = store
         self.derive = derive
@@ -127,7 +127,7 @@ class Committer:
         """A partition newly owned: its committed state, under a new epoch."""
         started = time.perf_counter()
         local = self.store.checkpoint(partition)
-        reader = ChangelogReader(local)
+        reader = ChangelogRule(local)
         if local.changelog >= 0 and not await holds(self.changelog, self.topic, partition, local):
             reader = await self._start_over(partition, local)
         first = reader.position
@@ -138,7 +138,7 @@ class Committer:
             if fence_at < reader.position:  # it started over since the check above
                 raise StartedOver(f"changelog partition {partition}: a fence landed at offset {fence_at}, "
                                   f"below the local checkpoint's {reader.position - 1}")
-            await self.catch_up(partition, reader, fence_at + 1)
+            await self.read_changelog(partition, reader, fence_at + 1)
             if reader.checkpoint.changelog == fence_at:  # the rule accepted our fence
                 break
             epoch = reader.checkpoint.epoch + 1
@@ -148,7 +148,7 @@ class Committer:
         self.on_take_up(partition)
         return transaction(self.store, partition, reader.checkpoint, self.tables)  # at our fence
 
-    async def catch_up(self, partition: int, reader: ChangelogReader, end: int) -> None:
+    async def read_changelog(self, partition: int, reader: ChangelogRule, end: int) -> None:
         """Feed the reader the changelog up to `end` (exclusive), storing what it commits."""
         async for records in self.changelog.read(self.topic, partition, reader.position, end):
             for offset, key, value in records:
@@ -160,7 +160,7 @@ class Committer:
         self.fenced += reader.fenced
         reader.fenced = 0
 
-    async def _start_over(self, partition: int, local: Checkpoint) -> ChangelogReader:
+    async def _start_over(self, partition: int, local: Checkpoint) -> ChangelogRule:
         """The changelog no longer holds the local checkpoint. If a newer owner wrote a
         start since (its epoch above ours), the state is what follows it: wipe and read.
         Otherwise write the local state back, so that a restore finds it."""
@@ -181,12 +181,12 @@ class Committer:
             log.warning("changelog partition %d started over and holds a newer owner's state from offset %d: "
                         "the local state (epoch %d) is replaced by it", partition, start_at, local.epoch)
             self._note_started_over(partition, local, end, "restored from a newer start")
-            return ChangelogReader(local, start=start_at)  # the local state stands until that start completes
+            return ChangelogRule(local, start=start_at)  # the local state stands until that start completes
         reader = await self._write_back(partition, local, newest + 1)
         self._note_started_over(partition, local, end, "local state written back")
         return reader
 
-    async def _write_back(self, partition: int, local: Checkpoint, epoch: int) -> ChangelogReader:
+    async def _write_back(self, partition: int, local: Checkpoint, epoch: int) -> ChangelogRule:
         """A start of `epoch`, then every local row as one batch and its checkpoint:
         what a restore on an empty directory reads. Until that checkpoint is
         acknowledged none of it counts, and the local store keeps its checkpoint."""
@@ -207,7 +207,7 @@ class Committer:
         self.store.write(partition, {}, after)
         log.warning("changelog partition %d had lost records: the local state (%d rows) is written back at offsets "
                     "%d to %d under epoch %d", partition, count - 2, first_at, last_at, epoch)
-        return ChangelogReader(after)
+        return ChangelogRule(after)
 
     def _note_started_over(self, partition: int, local: Checkpoint, end: int, action: str) -> None:
         observe.STARTED_OVER.labels("changelog", str(partition)).inc()
@@ -283,7 +283,7 @@ class Committer:
         return acks
 
 
-async def holds(changelog: Changelog, topic: str, partition: int, checkpoint: Checkpoint) -> bool:
+async def holds(changelog: TopicReader, topic: str, partition: int, checkpoint: Checkpoint) -> bool:
     """Whether the changelog still holds the record a local checkpoint stands at. A
     later record in its place is a compacted topic's: it does not count against."""
     found = (await changelog.first_records({(topic, partition): checkpoint.changelog}))[(topic, partition)]
@@ -303,7 +303,7 @@ def transaction(store: LocalStore, partition: int, checkpoint: Checkpoint, table
                                 lambda start, end: store.scan_range(partition, start, end))
 
 
-def store_committed(store: LocalStore, partition: int, reader: ChangelogReader, tables: Tables, derive: Derive) -> None:
+def store_committed(store: LocalStore, partition: int, reader: ChangelogRule, tables: Tables, derive: Derive) -> None:
     """What the reader committed since it was last taken, into the local store in one
     write with its checkpoint: each row as it is, each entry's local writes made
     again, in the changelog's order (after a wipe, if a start completed)."""

@@ -1,4 +1,5 @@
-"""Input for the partitions a worker owns, read with its own aiokafka consumer.
+"""Reading Kafka: the input of the partitions a worker owns, read with its own
+aiokafka consumer, and the changelog's partitions (`KafkaTopicReader`).
 
 Faust decides which worker owns which partitions (its consumer group, its
 tables and their recovery); the match results of those partitions are then
@@ -297,3 +298,22 @@ async def read_range(options: dict[str, Any], topic: str, partition: int, start:
     """Records [start, end) of one partition (see `read_partition`)."""
     return [InputRecord(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp)
             async for chunk in read_partition(options, topic, partition, start, end, timeout) for r in chunk]
+
+
+class KafkaTopicReader:
+    """Changelog partitions read from the broker (stream/commit.py's `TopicReader`):
+    the read of a take-up, the check of another writer's records, and whether a log
+    still holds what was applied from it. A take-up reads existing records, so it
+    fetches large (tens of MiB a request) and never waits for more; the rule that
+    turns them into committed state is stream/changelog.py's."""
+
+    def __init__(self, options: dict[str, Any], timeout: float = 60.0):
+        self.options = options  # aiokafka connection options
+        self.timeout = timeout
+
+    async def read(self, topic: str, partition: int, start: int, end: int) -> AsyncIterator[list[tuple[int, bytes, bytes]]]:
+        async for chunk in read_partition(self.options, topic, partition, start, end, self.timeout):
+            yield [(r.offset, r.key, r.value) for r in chunk]
+
+    async def first_records(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], Any]:
+        return await first_records(self.options, wanted, self.timeout)

@@ -22,10 +22,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from . import observe
-from .changelog import ChangelogReader, StartedOver
+from .changelog import ChangelogRule, StartedOver
 from .commit import FLUSH_RECORDS, Derive, holds, store_committed
-from .intake import RANGE_FETCH
-from .restore import KafkaChangelog
+from .intake import RANGE_FETCH, KafkaTopicReader
 from .store import LocalStore
 from .tasks import cancel
 from .transaction import Tables
@@ -76,7 +75,7 @@ class Standby:
                 await asyncio.sleep(RETRY_SECONDS)
 
     async def _follow(self, partitions: list[int]) -> None:
-        changelog = KafkaChangelog(self.options)
+        changelog = KafkaTopicReader(self.options)
         readers = {}
         for p in partitions:
             checkpoint = self.store.checkpoint(p)
@@ -86,7 +85,7 @@ class Standby:
                 log.warning("standby partition %d: the changelog no longer holds offset %d: following it again "
                             "from its beginning", p, checkpoint.changelog)
                 start = 0
-            readers[p] = ChangelogReader(checkpoint, start=start)
+            readers[p] = ChangelogRule(checkpoint, start=start)
         stored = {p: reader.checkpoint.changelog for p, reader in readers.items()}
         flushed = {p: time.monotonic() for p in partitions}
 

@@ -21,7 +21,7 @@ from ..settings import Settings
 from . import intake as input_
 from . import observe
 from .changelog import Checkpoint, StartedOver, input_fingerprint
-from .commit import Changelog, Committer, Sender
+from .commit import TopicReader, Committer, Sender
 from .intake import Intake, Positions
 from .records import RecordHandler, is_duplicate
 from .rerating import Paused, Rerates
@@ -41,7 +41,7 @@ YIELD_SECONDS = 0.005
 
 class Worker:
     def __init__(self, settings: Settings, config: LeagueConfig, store: LocalStore, sender: Sender,
-                 changelog: Changelog, intake: Intake):
+                 changelog: TopicReader, intake: Intake):
         self.settings = settings
         self.store = store
         self.intake = intake

@@ -7,7 +7,7 @@ from itertools import count
 
 import orjson
 
-from stream_app.stream.changelog import (ENTRY, ROW, Checkpoint, ChangelogReader, RecordWriter,
+from stream_app.stream.changelog import (ENTRY, ROW, Checkpoint, ChangelogRule, RecordWriter,
                                          checkpoint_record, epoch_key, fence_record, input_fingerprint, row_of,
                                          start_record)
 from tests.support.changelog import old_row
@@ -39,7 +39,7 @@ def rows_of(records: list) -> dict:
 
 
 def read(records: list[tuple[bytes, bytes]], start: Checkpoint | None = None) -> tuple[dict, Checkpoint, int]:
-    reader = ChangelogReader(start)
+    reader = ChangelogRule(start)
     for offset, (key, value) in enumerate(records, start=reader.position):
         reader.feed(offset, key, value)
     committed, checkpoint, _ = reader.take()
@@ -59,7 +59,7 @@ def test_rows_count_with_their_checkpoint_and_a_crashed_batch_is_dropped():
     assert rows == {b"pa": 1, b"pb": 10}
     assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets, checkpoint.changelog) == (1, 1, {TOPIC: 4}, 3)
     # The next owner's fence settles the crashed batch: its records never count.
-    reader = ChangelogReader()
+    reader = ChangelogRule()
     for offset, record in enumerate([*log, fence_record(2)]):
         reader.feed(offset, *record)
     committed, checkpoint, _ = reader.take()
@@ -89,7 +89,7 @@ def test_of_two_take_ups_with_one_epoch_the_first_in_the_log_wins():
     log = [fence_record(4), fence_record(4), row_record(4, 1, b"pa", j(1)), checkpoint_record(4, 1, {})]
     _, checkpoint, fenced = read(log)
     assert checkpoint.changelog == 3 and fenced == 1
-    reader = ChangelogReader()
+    reader = ChangelogRule()
     for offset, (key, value) in enumerate(log[:2]):
         reader.feed(offset, key, value)
     assert reader.checkpoint.changelog == 0  # the second fence (offset 1) was not accepted
@@ -134,7 +134,7 @@ def test_data_records_keep_their_byte_layout_and_each_has_a_key_of_its_own():
 def test_entries_and_rows_come_out_in_the_order_they_were_written():
     log = [fence_record(1), entry_record(1, 1, b"e1"), row_record(1, 1, b"pa", j(1)), entry_record(1, 1, b"e2"),
            checkpoint_record(1, 1, {}), entry_record(1, 2, b"e3"), fence_record(2)]
-    reader = ChangelogReader()
+    reader = ChangelogRule()
     for offset, record in enumerate(log):
         reader.feed(offset, *record)
     committed, _, _ = reader.take()
@@ -155,7 +155,7 @@ def test_a_changelog_written_before_entries_reads_by_its_old_rule_and_entries_fo
         entry_record(2, 2, b"e1"),
         checkpoint_record(2, 2, {TOPIC: 6}),
     ]
-    reader = ChangelogReader()
+    reader = ChangelogRule()
     for offset, record in enumerate(log):
         reader.feed(offset, *record)
     committed, checkpoint, _ = reader.take()
@@ -170,7 +170,7 @@ def test_a_start_voids_everything_before_it_and_its_rows_count_with_its_checkpoi
            checkpoint_record(1, 1, {TOPIC: 4}), row_record(1, 2, b"pa", j(3)),  # a batch cut short
            start_record(2), row_record(2, 1, b"pb", j(7)), row_record(2, 1, b"pc", j(8)),
            checkpoint_record(2, 1, {TOPIC: 9}, {TOPIC: 77})]
-    reader = ChangelogReader()
+    reader = ChangelogRule()
     for offset, (key, value) in enumerate(log):
         reader.feed(offset, key, value)
         if offset == 4:
@@ -192,7 +192,7 @@ def test_a_start_of_an_epoch_already_accepted_is_dropped_like_a_rival_fence():
 def test_reading_from_a_start_offset_wipes_what_the_store_held():
     log = [fence_record(1), row_record(1, 1, b"pa", j(1)), checkpoint_record(1, 1, {TOPIC: 0}),
            start_record(5), row_record(5, 1, b"pb", j(2)), checkpoint_record(5, 1, {TOPIC: 3})]
-    reader = ChangelogReader(start=3)
+    reader = ChangelogRule(start=3)
     assert reader.position == 3
     for offset in range(3, len(log)):
         reader.feed(offset, *log[offset])
@@ -226,7 +226,7 @@ def test_a_start_that_never_completes_leaves_the_state_before_it():
     cut = [start_record(4), row_record(4, 1, b"pa", j(9)), row_record(4, 1, b"pz", j(9))]
     rows, checkpoint, _ = read(before + cut)
     assert rows == {b"pa": 1} and checkpoint.epoch == 1
-    reader = ChangelogReader()
+    reader = ChangelogRule()
     for offset, (key, value) in enumerate(before + cut + [fence_record(5)]):
         reader.feed(offset, key, value)
     committed, checkpoint, wipe = reader.take()

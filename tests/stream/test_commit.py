@@ -24,7 +24,7 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
-from stream_app.stream.changelog import ChangelogReader, checkpoint_record, fence_record
+from stream_app.stream.changelog import ChangelogRule, checkpoint_record, fence_record
 from stream_app.stream.commit import Fenced, store_committed
 from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.partitioner import league_partition
@@ -116,7 +116,7 @@ def changelog_says(broker: MemoryBroker, config: LeagueConfig = CONFIG) -> dict[
         store = LocalStore(Path(directory))
         derive = RecordHandler(config, PARTITIONS, SETTINGS.forward_topic).derive
         for partition in range(PARTITIONS):
-            reader = ChangelogReader()
+            reader = ChangelogRule()
             for offset, (key, value) in enumerate(broker.logs[(CHANGELOG, partition)]):
                 reader.feed(offset, key, value)
             store_committed(store, partition, reader, TABLES, derive)
@@ -141,7 +141,7 @@ def local(store: LocalStore) -> dict[str, dict]:
 def made_again(broker: MemoryBroker, partition: int, end: int, directory: Path) -> dict[bytes, bytes]:
     """Every key of a partition's local store as its changelog up to `end` makes it."""
     store = LocalStore(directory)
-    reader = ChangelogReader()
+    reader = ChangelogRule()
     for offset, (key, value) in enumerate(broker.logs[(CHANGELOG, partition)][:end]):
         reader.feed(offset, key, value)
     store_committed(store, partition, reader, TABLES, RecordHandler(CONFIG, PARTITIONS, SETTINGS.forward_topic).derive)

@@ -31,7 +31,7 @@ from stream_app.published import MAX_DEAD_LETTER_BYTES
 from stream_app.offline.replay import Ledger
 from stream_app.apply import apply_match
 from stream_app.stream.records import RecordHandler
-from stream_app.stream.changelog import ChangelogReader, Checkpoint
+from stream_app.stream.changelog import ChangelogRule, Checkpoint
 from stream_app.stream.commit import apply_records
 from stream_app.stream.tables import TABLES
 from stream_app.stream.transaction import PartitionTransaction
@@ -207,7 +207,7 @@ class Harness:
         self.store: dict[bytes, bytes] = {}
         self.restored: dict[bytes, bytes] = {}  # the same, as the changelog makes it again
         self.state = PartitionTransaction(0, Checkpoint(), self.store.get, TABLES, scanner(self.store))
-        self.reader = ChangelogReader()
+        self.reader = ChangelogRule()
         self.offset = 0
 
     def process(self, value: bytes | None, key: bytes | None = b"k"):

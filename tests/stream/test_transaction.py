@@ -5,7 +5,7 @@ test_changelog.py."""
 
 import orjson
 
-from stream_app.stream.changelog import ENTRY, Checkpoint, ChangelogReader, row_of
+from stream_app.stream.changelog import ENTRY, Checkpoint, ChangelogRule, row_of
 from stream_app.stream.tables import MATCHES, PLAYERS, TABLES, store_key
 from stream_app.stream.transaction import PartitionTransaction
 
@@ -28,7 +28,7 @@ def test_a_batch_reads_its_own_writes_and_the_changelog_gets_only_what_was_recor
     assert state.local_values() == {store_key(PLAYERS, b"l\x1fa"): b'{"rating":2.0}',
                                     store_key(MATCHES, b"l\x1fm1"): b'{"seq":1}'}
     # Read back: the entry counts only with its checkpoint.
-    reader = ChangelogReader(Checkpoint(epoch=3, batch=7, changelog=9))
+    reader = ChangelogRule(Checkpoint(epoch=3, batch=7, changelog=9))
     reader.feed(10, *records[0])
     assert reader.take()[0] == []
     reader.feed(11, *mark)

@@ -1,5 +1,5 @@
 """An in-memory stand-in for the broker, implementing stream/commit.py's
-`Sender` and `Changelog`, so that the batch loop and the commit sequence run
+`Sender` and `TopicReader`, so that the batch loop and the commit sequence run
 without Kafka or Faust (on a real local store).
 
 The broker delivers each send after a random number of event-loop turns, in
