@@ -39,7 +39,7 @@ from stream_app.offline.sample import two_player_league
 from stream_app.apply import apply
 from stream_app.rerate import Rerated
 
-from .streamtools import ROOT, Collector, Topics, Worker, command_main, create_topics, keyed, log, publish
+from .streamtools import ROOT, Collector, Topics, BenchWorker, command_main, create_topics, keyed, log, publish
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
 CODEFORCES_CONFIG = ROOT / "deploy" / "accuracy" / "codeforces-elo-mmr.toml"
@@ -88,7 +88,7 @@ def stream_void(matches: int, players: int = 1000) -> dict[str, Any]:
         topics = Topics("void")
         asyncio.run(create_topics(broker.url, topics))
         asyncio.run(publish(broker.bootstrap, topics.match, keyed(docs)))
-        worker = Worker(broker.url, topics, "void", tmp / "data", config_path, tmp, "worker")
+        worker = BenchWorker(broker.url, topics, "void", tmp / "data", config_path, tmp, "worker")
         worker.wait(lambda h: h["applied"] >= matches, 600, f"{matches:,} matches applied")
         arrived: list[float] = []
         collector = Collector(broker.bootstrap, topics.changes,

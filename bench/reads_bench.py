@@ -65,7 +65,7 @@ from stream_app.broker import EmbeddedBroker
 from tests.support.names import Topics
 from tests.support.workers import FAST_GROUP
 
-from .streamtools import Worker, command_main, cpu_seconds, create_topics, dir_size, log, profile, publish, vm_hwm
+from .streamtools import BenchWorker, command_main, cpu_seconds, create_topics, dir_size, log, profile, publish, vm_hwm
 
 LEAGUE = "big"
 KINDS = ("leaderboard", "page", "player", "around", "history", "predict", "versus")
@@ -345,7 +345,7 @@ class ReadsBench:
         self.tmp = Path(tempfile.mkdtemp(prefix="reads-bench-"))
         self.rng = random.Random(args.seed)
         self.broker: EmbeddedBroker | None = None
-        self.worker: Worker | None = None
+        self.worker: BenchWorker | None = None
         self.client: Client | None = None
         self.absent: dict[str, str] = {}
         self.ranked = args.players  # ranked players, from the leaderboard's answers
@@ -368,13 +368,13 @@ class ReadsBench:
             shutil.rmtree(self.tmp, ignore_errors=True)
         return problems
 
-    def start_worker(self, topics: Topics) -> Worker:
+    def start_worker(self, topics: Topics) -> BenchWorker:
         code = self.args.worker_code
         if code is None:
-            return Worker(self.broker.url, topics, topics.prefix, self.tmp / "data", None, self.tmp, "reads",
+            return BenchWorker(self.broker.url, topics, topics.prefix, self.tmp / "data", None, self.tmp, "reads",
                           extra_args=FAST_GROUP)
         # The same worker, run from another checkout: its directory first on the path.
-        worker = Worker.__new__(Worker)
+        worker = BenchWorker.__new__(BenchWorker)
         worker.started, worker.name = time.time(), "reads-other-code"
         port = processes.free_port()
         processes.WorkerProcess.__init__(

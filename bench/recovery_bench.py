@@ -33,7 +33,7 @@ from stream_app.settings import DEFAULTS
 from tests.support.kafka import SteadyPublisher, records_in
 from tests.support.names import Topics
 
-from .streamtools import PARTITIONS, Worker, compiled_copy, create_topics, dir_size, log, publish, vm_hwm
+from .streamtools import PARTITIONS, BenchWorker, compiled_copy, create_topics, dir_size, log, publish, vm_hwm
 
 LEAGUE = "big"
 
@@ -94,7 +94,7 @@ class RecoveryBench:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.tmp = Path(tempfile.mkdtemp(prefix="recovery-bench-"))
-        self.workers: list[Worker] = []
+        self.workers: list[BenchWorker] = []
         self.brokers: list[EmbeddedBroker] = []
         # --compiled: every worker runs the per-match path compiled by mypyc (deploy/compile.py)
         self.env = compiled_copy(self.tmp / "compiled") if args.compiled else None
@@ -104,8 +104,8 @@ class RecoveryBench:
         self.brokers.append(broker)
         return broker
 
-    def worker(self, broker: EmbeddedBroker, topics: Topics, name: str, data: str) -> Worker:
-        worker = Worker(broker.url, topics, topics.prefix, self.tmp / data, None, self.tmp, name, env=self.env)
+    def worker(self, broker: EmbeddedBroker, topics: Topics, name: str, data: str) -> BenchWorker:
+        worker = BenchWorker(broker.url, topics, topics.prefix, self.tmp / data, None, self.tmp, name, env=self.env)
         self.workers.append(worker)
         return worker
 

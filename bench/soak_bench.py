@@ -30,7 +30,8 @@ import orjson
 from stream_app.broker import EmbeddedBroker
 from stream_app.offline.sample import two_player_league
 
-from .streamtools import ROOT, Topics, Worker, command_main, cpu_seconds, create_topics, log, send_paced, vm_hwm, vm_rss
+from .streamtools import (ROOT, BenchWorker, Topics, command_main, cpu_seconds, create_topics, log, send_paced, vm_hwm,
+                          vm_rss)
 
 MIB = 1024 * 1024
 LEAGUES = 50
@@ -73,7 +74,7 @@ async def publish_steadily(bootstrap: str, topic: str, rate: int, seconds: float
                      on_send=count, stop=stop)
 
 
-def store_memory(worker: Worker) -> dict[str, float]:
+def store_memory(worker: BenchWorker) -> dict[str, float]:
     """RocksDB's memory in the worker (ratings_local_store_memory_bytes), in MiB by kind."""
     status, text = worker.get("/metrics", timeout=5)
     found = {}
@@ -133,7 +134,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     try:
         topics = Topics("soak")
         asyncio.run(create_topics(broker.url, topics))
-        worker = Worker(broker.url, topics, "soak", tmp / "data", config, tmp, "soak")
+        worker = BenchWorker(broker.url, topics, "soak", tmp / "data", config, tmp, "soak")
         worker.wait(lambda h: True, 120, "the worker's /health")
         seconds = args.minutes * 60
         sent = [0]

@@ -62,7 +62,7 @@ from stream_app.stream.kafka_io import send_batches
 from stream_app.stream.partitioner import key_partition
 
 from . import elo_job, quix_app
-from .streamtools import (PARTITIONS, ROOT, Collector, PhaseSampler, Topics, Worker, command_main, compiled_copy,
+from .streamtools import (PARTITIONS, ROOT, Collector, PhaseSampler, Topics, BenchWorker, command_main, compiled_copy,
                           cpu_seconds, create_topics, dir_size, keyed, log, percentiles, profile, publish, send_paced,
                           source_copy, vm_hwm, vm_rss, wait_until)
 
@@ -127,7 +127,7 @@ class Bench:
         self.tmp = Path(tempfile.mkdtemp(prefix="stream-bench-"))
         self.config = self.tmp / "leagues.toml"
         self.config.write_text(CONFIG)
-        self.workers: list[Worker] = []
+        self.workers: list[BenchWorker] = []
         self.brokers: list[EmbeddedBroker] = []
         self.problems: dict[str, Any] = {}
 
@@ -139,14 +139,14 @@ class Bench:
         return broker
 
     def worker(self, broker: EmbeddedBroker, topics: Topics, app_id: str, name: str, config: Path | None = None,
-               extra_args: list[str] = (), env: dict[str, str] | None = None) -> Worker:
+               extra_args: list[str] = (), env: dict[str, str] | None = None) -> BenchWorker:
         data = self.tmp / f"data-{name}"
-        worker = Worker(broker.url, topics, app_id, data, config or self.config, self.tmp, name, extra_args=list(extra_args),
+        worker = BenchWorker(broker.url, topics, app_id, data, config or self.config, self.tmp, name, extra_args=list(extra_args),
                         env=env)
         self.workers.append(worker)
         return worker
 
-    def stop(self, worker: Worker) -> int | None:
+    def stop(self, worker: BenchWorker) -> int | None:
         code = worker.stop()
         self.problems[worker.name] = worker.log_problems()
         return code
@@ -460,7 +460,7 @@ class Bench:
         return result
 
     def mmr_rounds(self, broker: EmbeddedBroker, topics: Topics, expected: dict[str, int], finished: dict[str, float],
-                   collector: Collector, worker: Worker) -> dict[str, Any]:
+                   collector: Collector, worker: BenchWorker) -> dict[str, Any]:
         out = {}
         for size in (int(s) for s in self.args.mmr_sizes.split(",")):
             league = f"mmr-{size}"
@@ -627,7 +627,7 @@ def tenths(values: list[float]) -> list[list[float]]:
     return [values[n * k // 10:n * (k + 1) // 10] for k in range(10)]
 
 
-def leaderboard_latency(worker: Worker, league: str, limit: int, most: int = 20, budget: float = 90.0) -> dict[str, Any]:
+def leaderboard_latency(worker: BenchWorker, league: str, limit: int, most: int = 20, budget: float = 90.0) -> dict[str, Any]:
     times = []
     deadline = time.monotonic() + budget
     while len(times) < most and time.monotonic() < deadline:

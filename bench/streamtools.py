@@ -156,7 +156,7 @@ def dir_size(path: Path) -> int:
     return total
 
 
-class Worker(WorkerProcess):
+class BenchWorker(WorkerProcess):
     """The tests' `ratings worker` child process, with what the benchmarks read of it: progress, log marks, problems."""
 
     def __init__(self, broker_url: str, topics: Topics, app_id: str, data_dir: Path, config: Path, log_dir: Path,
@@ -283,7 +283,7 @@ class Collector(threading.Thread):
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, collector: Collector | None = None,
-               worker: Worker | None = None, progress: Callable[[], str] | None = None, every: float = 15.0) -> None:
+               worker: BenchWorker | None = None, progress: Callable[[], str] | None = None, every: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     next_note = time.monotonic() + every
     while not condition():
@@ -385,7 +385,7 @@ def summarise_collapsed(path: Path, most: int = 12) -> dict[str, Any]:
 
 
 def _short(frame: str) -> str:
-    """'apply_batch (/work/main/stream_app/stream/worker.py:70)' -> 'apply_batch (stream_app/stream/worker.py)'."""
+    """'apply_batch (/work/main/stream_app/stream/batch_loop.py:70)' -> 'apply_batch (stream_app/stream/batch_loop.py)'."""
     name, _, where = frame.partition(" (")
     where = where.rstrip(")").rsplit(":", 1)[0]
     for marker in ("site-packages/", "lib/python3.11/", str(ROOT) + "/"):
@@ -405,7 +405,7 @@ class PhaseSampler(threading.Thread):
     """Samples the worker's /health `phase` (what its agent is doing) a few times a second:
     a cheap picture of where the agent's wall time goes. Digits are folded to N."""
 
-    def __init__(self, worker: Worker, interval: float = 0.2):
+    def __init__(self, worker: BenchWorker, interval: float = 0.2):
         super().__init__(daemon=True, name=f"phases-{worker.name}")
         self.worker, self.interval = worker, interval
         self.counts: dict[str, int] = {}
@@ -465,12 +465,12 @@ async def batch_loop(directory: Path, config: Any, records: list[Any]) -> tuple[
     from stream_app.settings import Settings
     from stream_app.stream.intake import Intake
     from stream_app.stream.store import LocalStore
-    from stream_app.stream.worker import Worker
+    from stream_app.stream.batch_loop import BatchLoop
     from tests.support.memory import MemoryBroker
 
     store, broker = LocalStore(directory), MemoryBroker(partitions=1)
     settings = Settings(partitions=1, match_topic="matches")
-    worker = Worker(settings, config, store, broker, broker, Intake({}, BATCH))
+    worker = BatchLoop(settings, config, store, broker, broker, Intake({}, BATCH))
     started = time.perf_counter()
     for first in range(0, len(records), BATCH):
         await worker.apply_batch(records[first:first + BATCH])

@@ -6,7 +6,7 @@ Input: `match-results` (key = league) and `<match-results>-by-league` (records
 found on the wrong partition, re-keyed). Faust's consumer group decides which
 worker owns which partitions; the worker keeps their state itself (stream/store.py,
 stream/changelog.py), reads their records with its own consumer (stream/intake.py)
-and applies them in the batch loop (stream/worker.py).
+and applies them in the batch loop (stream/batch_loop.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .standby import Standby
 from .store import LocalStore
 from .topics import TopicsMismatch, ensure_topics
 from .tasks import cancel
-from .worker import Worker
+from .batch_loop import BatchLoop
 
 log = logging.getLogger(__name__)
 
@@ -80,17 +80,17 @@ class WorkerApp:
         observe.watch_store(self.store.memory)
         intake = Intake(self.kafka_options(), settings.batch_max, wait_ms=int(settings.batch_wait * 1000),
                         fetch_wait_ms=int(settings.fetch_wait * 1000))
-        self.worker = Worker(settings, self.config, self.store, kafka_io.ProducerSender(self.app),
+        self.batches = BatchLoop(settings, self.config, self.store, kafka_io.ProducerSender(self.app),
                              KafkaTopicReader(self.kafka_options()), intake)
-        self.worker.ensure_topics = lambda: ensure_topics(settings)
-        self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic, *self.worker.restoring)
+        self.batches.ensure_topics = lambda: ensure_topics(settings)
+        self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic, *self.batches.restoring)
         self.broker_watch = BrokerWatch(self.kafka_options())
         self.broker_watch.repeats.install()
         self.broker_watch.on_back = self._broker_back
         observe.BROKER_CONNECTED.set(1)
         self.reads = Reads(self.store, settings.partitions, self.config)
-        self.worker.committer.on_take_up = self.reads.taken_up
-        self.worker.committer.on_commit = self.reads.committed
+        self.batches.committer.on_take_up = self.reads.taken_up
+        self.batches.committer.on_commit = self.reads.committed
         self.api = Api(self.reads, self.config, self.owns, self.owner_url, self.ready, self.health)
         self.api.routes(self.app)
         self._resuming: asyncio.Future | None = None  # taking the assigned partitions up
@@ -185,7 +185,7 @@ class WorkerApp:
         # partition cannot start before this worker's batch in progress is done.
         await self._stop_resuming()
         await self.standby.stop()
-        await self.worker.pause()
+        await self.batches.pause()
         observe.set_state("recovering")
         # Gauges of partitions and leagues this worker may no longer own: the
         # timer sets them again for what it owns after the rebalance.
@@ -203,7 +203,7 @@ class WorkerApp:
     async def _broker_back(self) -> None:
         """It may have forgotten its topics: taking the partitions up again checks both logs."""
         try:
-            if self.worker.resumed:
+            if self.batches.resumed:
                 log.warning("the broker is back: taking the partitions up again, which checks what it holds")
                 await self._take_up_assigned()
         except Exception:
@@ -212,20 +212,20 @@ class WorkerApp:
     async def _take_up_assigned(self) -> None:
         await self._stop_resuming()
         await self.standby.stop()
-        await self.worker.pause()
+        await self.batches.pause()
         # Every input partition owned now (the assignor has the whole assignment).
         # Taking them up reads their changelogs, which can take seconds: not inside
         # Faust's callback. Input resumes only if no pause (a newer rebalance) comes first.
         owned = [(tp.topic, tp.partition) for tp in self.app.assignor.assigned_actives()
                  if tp.topic in self.settings.input_topics]
         standby = {tp.partition for tp in self.app.assignor.assigned_standbys() if tp.topic == self.settings.match_topic}
-        self._resuming = asyncio.ensure_future(self._resume(owned, standby, self.worker.intake.generation))
+        self._resuming = asyncio.ensure_future(self._resume(owned, standby, self.batches.intake.generation))
 
     async def _resume(self, owned: list[tuple[str, int]], standby: set[int], generation: int | None) -> None:
         delay = 1.0
         while True:
             try:
-                if await self.worker.resume(owned, generation):
+                if await self.batches.resume(owned, generation):
                     log.info("taking input from %d partitions after their checkpoints", len(owned))
                     self.standby.follow(standby - {partition for _, partition in owned})
                 return
@@ -233,8 +233,8 @@ class WorkerApp:
                 raise
             except Exception as exc:  # the broker went away while reading: the partitions' stores keep what was read
                 log.warning("taking partitions up failed (%s): trying again in %.0f s", exc, delay)
-                self.worker.trouble = f"taking partitions up failed: {exc}"
-                self.worker.abandon()
+                self.batches.trouble = f"taking partitions up failed: {exc}"
+                self.batches.abandon()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
 
@@ -244,7 +244,7 @@ class WorkerApp:
             exit_unless_done(self.exit_after, "stopping did not finish in %.0f s (is the broker unreachable?): exiting")
         await self._stop_resuming()
         await self.standby.stop()
-        await self.worker.stop()
+        await self.batches.stop()
         await self.api.close()
         await self.broker_watch.close()
         self.store.close()
@@ -266,18 +266,18 @@ class WorkerApp:
 
     def ready(self) -> bool:
         """Serving is safe: no rebalance under way and every owned partition taken up."""
-        return not self.app.rebalancing and self.worker.resumed
+        return not self.app.rebalancing and self.batches.resumed
 
     def health(self) -> dict[str, Any]:
-        trouble = self.worker.trouble
+        trouble = self.batches.trouble
         status = "ok" if self.broker_watch.connected and trouble is None else "degraded"
         return {"status": status, "broker": self.broker_watch.health(), "trouble": trouble, "ready": self.ready(),
-                **self.worker.tally.counts(), "assigned_partitions": self._owned(),
-                "standby_partitions": self.standby.partitions, "restored_records": self.worker.committer.restored,
-                "take_up_seconds": self.worker.take_up_seconds, "fenced_records": self.worker.committer.fenced,
-                "found_replaced": self.worker.committer.replaced, "standings_built": self.reads.builds,
-                "phase": self.worker.phase, "rerating": self.worker.rerates.health(),
-                "started_over": sorted(self.worker.started_over + self.worker.committer.started_over,
+                **self.batches.tally.counts(), "assigned_partitions": self._owned(),
+                "standby_partitions": self.standby.partitions, "restored_records": self.batches.committer.restored,
+                "take_up_seconds": self.batches.take_up_seconds, "fenced_records": self.batches.committer.fenced,
+                "found_replaced": self.batches.committer.replaced, "standings_built": self.reads.builds,
+                "phase": self.batches.phase, "rerating": self.batches.rerates.health(),
+                "started_over": sorted(self.batches.started_over + self.batches.committer.started_over,
                                        key=lambda found: found["at"])}
 
     # -- timers -------------------------------------------------------------------------
@@ -306,7 +306,7 @@ class WorkerApp:
         for tp in consumer.assignment():
             highwater = consumer.highwater(tp)
             if tp.topic in self.settings.input_topics and highwater is not None:
-                done = self.worker.checkpoint(tp.partition).offsets.get(tp.topic, -1)
+                done = self.batches.checkpoint(tp.partition).offsets.get(tp.topic, -1)
                 observe.LAG.labels(tp.topic, str(tp.partition)).set(max(0, highwater - (done + 1)))
 
     async def _watch_broker(self) -> None:
@@ -330,7 +330,7 @@ class WorkerApp:
         Kafka's own tools show the group's position and lag (the worker itself
         resumes from its checkpoints, never from these). A commit still waiting
         (the broker is away) is not joined by another."""
-        partitions = self.worker.partitions
+        partitions = self.batches.partitions
         if not self.ready() or not partitions or (self._group_commit is not None and not self._group_commit.done()):
             return
         offsets = {(topic, partition): done + 1 for partition, state in list(partitions.items())
@@ -349,7 +349,7 @@ class WorkerApp:
         loop = asyncio.get_running_loop()
 
         def dump() -> None:
-            log.warning("batch phase: %s", self.worker.phase)
+            log.warning("batch phase: %s", self.batches.phase)
             for task in asyncio.all_tasks(loop):
                 log.warning("task %s:\n%s", task.get_name(), "\n".join(f"  {frame}" for frame in task.get_stack()))
 

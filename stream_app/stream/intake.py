@@ -3,7 +3,7 @@ aiokafka consumer, and the changelog's partitions (`KafkaTopicReader`).
 
 Faust decides which worker owns which partitions (its consumer group, its
 tables and their recovery); the match results of those partitions are then
-fetched here, in batches, for the batch loop (stream/worker.py). Faust's
+fetched here, in batches, for the batch loop (stream/batch_loop.py). Faust's
 per-message path (a fetcher thread, the conductor, one queue and one stream
 step per event) cost more CPU than applying the matches, and its positions
 could not be trusted across rebalances (docs/design.md); this consumer is

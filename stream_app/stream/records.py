@@ -1,7 +1,7 @@
 """What one input record becomes: skipped (applied before: a redelivery),
 forwarded (on the wrong partition for its league), applied (through
 `apply.apply_match`, as in the replay) or dead-lettered, with the output
-events to publish. No Kafka here: the batch loop (stream/worker.py) hands in
+events to publish. No Kafka here: the batch loop (stream/batch_loop.py) hands in
 records and publishes what comes back.
 """
 

@@ -1,5 +1,5 @@
 """What the worker knows of the re-rates in progress (rerate.py does them; the
-batch loop, stream/worker.py, commits their parts): /health's `rerating`, the
+batch loop, stream/batch_loop.py, commits their parts): /health's `rerating`, the
 remaining-matches gauge, and the re-rate's figures once done."""
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def test_the_input_is_valid_keyed_two_player_results_round_robin_over_the_league
 
 
 def test_rocksdbs_memory_is_read_from_the_workers_metrics_by_kind():
-    class Worker:
+    class StubWorker:
         def __init__(self, status, text):
             self.reply = status, text
 
@@ -46,5 +46,5 @@ def test_rocksdbs_memory_is_read_from_the_workers_metrics_by_kind():
             'ratings_local_store_memory_bytes{kind="memtables"} 2.097152e+06\n'
             'ratings_local_store_memory_bytes{kind="block_cache"} 1048576.0\n'
             'ratings_checkpoints_total 3.0\n')
-    assert soak_bench.store_memory(Worker(200, text)) == {"store_memtables_mib": 2.0, "store_block_cache_mib": 1.0}
-    assert soak_bench.store_memory(Worker(0, None)) == {}
+    assert soak_bench.store_memory(StubWorker(200, text)) == {"store_memtables_mib": 2.0, "store_block_cache_mib": 1.0}
+    assert soak_bench.store_memory(StubWorker(0, None)) == {}

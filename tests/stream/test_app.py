@@ -28,7 +28,7 @@ def test_the_fetch_wait_reaches_the_input_consumer(tmp_path):
     # default is 0.5 s): the worker's input consumer must ask for the configured wait.
     worker = WorkerApp(Settings(data_dir=tmp_path / "data", partitions=2, app_id="unit", fetch_wait=0.02))
     try:
-        assert worker.worker.intake.fetch_wait_ms == 20
+        assert worker.batches.intake.fetch_wait_ms == 20
     finally:
         worker.store.close()
 

@@ -1,5 +1,5 @@
 """The exactly-once commit sequence (stream/commit.py), driven through the real
-batch loop (stream/worker.py) on a real local store (RocksDB) with an
+batch loop (stream/batch_loop.py) on a real local store (RocksDB) with an
 in-memory broker that fails or crashes at any send. After a crash the worker
 restarts on its data directory, or on an empty one, takes its partitions up
 from the changelog and input from their checkpoints. Whatever the crash
@@ -33,7 +33,7 @@ from stream_app.rating import history_entry
 from stream_app.stream.tables import (FINALS, HISTORY, LEAGUES, PLAYERS, SEASONS, TABLE_PREFIX, TABLES, history_prefix,
                                      player_state, season_key)
 from stream_app.stream.store import LocalStore
-from stream_app.stream.worker import Worker
+from stream_app.stream.batch_loop import BatchLoop
 from tests.support.corrections import CONFIG as CORRECTIONS_CONFIG
 from tests.support.corrections import corrected_leagues, run
 from tests.support.changelog import old_row
@@ -69,8 +69,8 @@ def input_log(seed: int) -> dict[int, list[InputRecord]]:
 CHANGELOG = SETTINGS.changelog_topic
 
 
-def new_worker(store: LocalStore, broker: MemoryBroker) -> Worker:
-    return Worker(SETTINGS, CONFIG, store, broker, broker, Intake({}, SETTINGS.batch_max))
+def new_worker(store: LocalStore, broker: MemoryBroker) -> BatchLoop:
+    return BatchLoop(SETTINGS, CONFIG, store, broker, broker, Intake({}, SETTINGS.batch_max))
 
 
 def reopened(store: LocalStore) -> LocalStore:
@@ -79,7 +79,7 @@ def reopened(store: LocalStore) -> LocalStore:
     return LocalStore(store.directory)
 
 
-def next_batch(worker: Worker, log: dict[int, list[InputRecord]], rng: random.Random) -> list[InputRecord]:
+def next_batch(worker: BatchLoop, log: dict[int, list[InputRecord]], rng: random.Random) -> list[InputRecord]:
     """Input from each partition's checkpoint on, as the intake takes it (in order per partition)."""
     positions = worker.positions([(TOPIC, p) for p in log])
     batch = []
@@ -165,7 +165,7 @@ async def test_crashes_and_failures_at_any_send_neither_lose_nor_double_apply(se
     worker = new_worker(store, broker)
     faults = {"crash": 0, "fail": 0}
 
-    def done(worker: Worker) -> bool:
+    def done(worker: BatchLoop) -> bool:
         positions = worker.positions([(TOPIC, p) for p in log])
         return all(positions[(TOPIC, p)] == len(log[p]) for p in log)
 
@@ -299,7 +299,7 @@ async def test_a_replaced_workers_stalled_batch_landing_late_changes_nothing(lan
     broker = MemoryBroker(partitions=PARTITIONS)
     broker.add_input(log)
     stalled = StalledSender(broker)
-    a = Worker(SETTINGS, CONFIG, LocalStore(tmp_path / "a"), stalled, broker, Intake({}, SETTINGS.batch_max))
+    a = BatchLoop(SETTINGS, CONFIG, LocalStore(tmp_path / "a"), stalled, broker, Intake({}, SETTINGS.batch_max))
     await a.apply_batch(records[:10])
     stalled.running.clear()
     zombie = asyncio.ensure_future(a.apply_batch(records[10:20]))
@@ -407,8 +407,8 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
     broker.add_input(log)
     store = LocalStore(tmp_path / "0")
 
-    def worker_on(store: LocalStore) -> Worker:
-        return Worker(settings, CORRECTED, store, broker, broker, Intake({}, SETTINGS.batch_max))
+    def worker_on(store: LocalStore) -> BatchLoop:
+        return BatchLoop(settings, CORRECTED, store, broker, broker, Intake({}, SETTINGS.batch_max))
 
     worker = worker_on(store)
     crashes = 0

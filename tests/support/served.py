@@ -16,7 +16,7 @@ from stream_app.stream.api import Api
 from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.reads import Reads
 from stream_app.stream.store import LocalStore
-from stream_app.stream.worker import Worker
+from stream_app.stream.batch_loop import BatchLoop
 from tests.support.memory import MemoryBroker
 
 SETTINGS = Settings(partitions=1)
@@ -27,7 +27,7 @@ async def served(directory: Any, config: LeagueConfig, batches: list[list[dict[s
     """The views of one worker owning the only partition, after each batch of input
     documents was applied and committed (none may be a dead letter)."""
     store, broker = LocalStore(directory), MemoryBroker(partitions=1)
-    worker = Worker(SETTINGS, config, store, broker, broker, Intake({}, SETTINGS.batch_max, wait_ms=100))
+    worker = BatchLoop(SETTINGS, config, store, broker, broker, Intake({}, SETTINGS.batch_max, wait_ms=100))
     offset = 0
     for batch in batches:
         await worker.apply_batch([InputRecord(SETTINGS.match_topic, 0, offset + i, doc["league"].encode(),

@@ -39,7 +39,7 @@ RETRY_MAX_SECONDS = 30.0
 YIELD_SECONDS = 0.005
 
 
-class Worker:
+class BatchLoop:
     def __init__(self, settings: Settings, config: LeagueConfig, store: LocalStore, sender: Sender,
                  changelog: TopicReader, intake: Intake):
         self.settings = settings

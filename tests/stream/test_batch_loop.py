@@ -1,4 +1,4 @@
-"""The batch loop (stream/worker.py) without Faust: a real local store and an
+"""The batch loop (stream/batch_loop.py) without Faust: a real local store and an
 in-memory broker (tests/support/memory.py), and in the last test the real
 embedded broker for input."""
 
@@ -18,7 +18,7 @@ from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.reads import Reads
 from stream_app.stream.tables import player_state
 from stream_app.stream.store import LocalStore
-from stream_app.stream.worker import Worker
+from stream_app.stream.batch_loop import BatchLoop
 from tests.support.memory import MemoryBroker
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n[leagues."kart*"]\nalgorithm = "elo-pairwise"\n')
@@ -26,13 +26,13 @@ SETTINGS = Settings(partitions=1)
 TOPIC = SETTINGS.match_topic
 
 
-def new_worker(directory, settings: Settings = SETTINGS, options: dict | None = None) -> tuple[Worker, LocalStore, MemoryBroker]:
+def new_worker(directory, settings: Settings = SETTINGS, options: dict | None = None) -> tuple[BatchLoop, LocalStore, MemoryBroker]:
     store, broker = LocalStore(directory), MemoryBroker(partitions=1)
-    worker = Worker(settings, CONFIG, store, broker, broker, Intake(options or {}, settings.batch_max, wait_ms=100))
+    worker = BatchLoop(settings, CONFIG, store, broker, broker, Intake(options or {}, settings.batch_max, wait_ms=100))
     return worker, store, broker
 
 
-def reads(worker: Worker, store: LocalStore) -> Reads:
+def reads(worker: BatchLoop, store: LocalStore) -> Reads:
     return Reads(store, worker.settings.partitions, worker.handler.config)
 
 
