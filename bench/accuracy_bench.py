@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from stream_app.engine import Match
-from stream_app.events import BadEvent, parse_input
+from stream_app.inputs import BadEvent, parse_input
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.accuracy import CALIBRATION_PAIRS, Accuracy, Calibration
 from stream_app.offline.ledger import Ledger

@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from stream_app.broker import EmbeddedBroker
-from stream_app.events import parse_input
+from stream_app.inputs import parse_input
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.ledger import Ledger
 from stream_app.offline.sample import two_player_league

@@ -4,7 +4,7 @@ batches of 2,000 as the intake hands them over under load, on a real local
 store (RocksDB), without the broker.
 
 Each stage is the real code, timed on its own or by difference:
-- parse: events.parse_input (JSON, the schema's rules, a Match);
+- parse: inputs.parse_input (JSON, the schema's rules, a Match);
 - apply: apply.apply through the partition's transaction (duplicate check,
   the players read, the rating system, the local writes in the batch's
   overlay), minus parse;
@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 from rocksdict import WriteBatch
 
-from stream_app.events import SEP, parse_input
+from stream_app.inputs import SEP, parse_input
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.sample import two_player_league
 from stream_app.published import event_id

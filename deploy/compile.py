@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = (
-    "stream_app/events.py",
+    "stream_app/inputs.py",
     "stream_app/apply.py",
     "stream_app/rating.py",
     "stream_app/rerate.py",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .engine import InvalidMatch, Match, PlayerState, RatingSystem
-from .events import BadEvent, Correction, SeasonStart, Void, format_time
+from .inputs import BadEvent, Correction, SeasonStart, Void, format_time
 from .leagues import IN_ORDER, LeagueConfig, LeagueRule
 from .rating import (_NO_BOUNDARY, VOIDED, Applied, DuplicateMatch, LeagueState, SeasonStarted, UnknownMatch, apply_at,
                      order_key, start_season_at)

@@ -31,7 +31,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from .api_reads import ApiError, ApiReads, ApiUnreachable, api_url
-from .events import CORRECTED, SEASON_STARTED, VOIDED, BadEvent, format_time, parse_input
+from .inputs import CORRECTED, SEASON_STARTED, VOIDED, BadEvent, format_time, parse_input
 from .security import KafkaSecurity
 from .settings import DEFAULTS, Settings, bootstrap_servers
 

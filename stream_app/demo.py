@@ -18,7 +18,7 @@ from typing import Any
 
 from .broker import EmbeddedBroker
 from .client import RatingsClient
-from .events import parse_match
+from .inputs import parse_match
 from .leagues import LeagueConfig
 from .offline.replay import Ledger
 from .offline.sample import DEMO_STREAM_CONFIG, stream_demo_events

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .engine import InvalidMatch, Match, Participant, PlayerState, RatingSystem
-from .events import ID_RULE, is_id
+from .inputs import ID_RULE, is_id
 
 MAX_PLAYERS = 1_000  # players in one prediction, over every side
 OUTCOMES = ("win", "draw", "loss")

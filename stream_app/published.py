@@ -1,5 +1,5 @@
-"""Events out: rating-changed events (of a match applied, or of a re-rate's
-corrections) and dead letters, as schemas/rating-changed.v1.json and
+"""The events out: rating-changed events (of a match applied, a season's reset,
+or a re-rate's corrections) and dead letters, as schemas/rating-changed.v1.json and
 schemas/dead-letter.v1.json say."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Iterable
 import orjson
 
 from .engine import Match, Participant, PlayerState, RatingChange, RatingSystem
-from .events import SEP, BadEvent, format_time
+from .inputs import SEP, BadEvent, format_time
 from .rating import Applied, SeasonStarted, Tiers
 from .rerate import Rerated
 

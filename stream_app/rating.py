@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import AbstractSet as Set, Any, Protocol, Sequence
 
 from .engine import Match, Participant, PlayerState, RatingChange, RatingSystem
-from .events import BadEvent, SeasonStart, format_time
+from .inputs import BadEvent, SeasonStart, format_time
 from .leagues import LeagueOptions, LeagueRule
 from .seasons import MANUAL, TOWARD_MEAN, Tier, archive_row, mean_rating, period, reset_rating, tier_of
 from .runtime import LARGE_ROUND, no_cyclic_gc

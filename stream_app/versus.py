@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from .events import format_time
+from .inputs import format_time
 
 MAX_RECENT = 1_000  # recent shared matches in one answer
 _SEQ, _MATCH_ID, _TIME, _RANK, _BEFORE, _AFTER = range(6)  # rating.HISTORY_FIELDS' first six

@@ -12,7 +12,7 @@ import pytest
 
 from stream_app import cli
 from stream_app.client import RatingsClient
-from stream_app.events import BadEvent, SeasonStart, parse_input, parse_time
+from stream_app.inputs import BadEvent, SeasonStart, parse_input, parse_time
 
 
 def test_common_flags_default_to_environment(monkeypatch):

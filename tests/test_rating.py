@@ -3,7 +3,7 @@
 import orjson
 import pytest
 
-from stream_app.events import BadEvent, parse_match
+from stream_app.inputs import BadEvent, parse_match
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.apply import apply_match

@@ -8,7 +8,7 @@ import random
 import orjson
 import pytest
 
-from stream_app.events import BadEvent, parse_input
+from stream_app.inputs import BadEvent, parse_input
 from stream_app.published import correction_events
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger

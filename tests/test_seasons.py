@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from stream_app.events import BadEvent, format_time, parse_input, parse_time
+from stream_app.inputs import BadEvent, format_time, parse_input, parse_time
 from stream_app.leagues import ConfigError, LeagueConfig
 from stream_app.offline.ledger import Ledger
 from stream_app.seasons import Tier, period, tier_of

@@ -114,7 +114,7 @@ async def _send_command(args: argparse.Namespace, send: Callable[[Any], Awaitabl
     """Publish one command with the client: 0 sent (`said` tells where), 1 refused, 2 no broker."""
     from aiokafka.errors import KafkaError
 
-    from ..events import BadEvent
+    from ..inputs import BadEvent
 
     client = client_from(args)
     try:
@@ -138,7 +138,7 @@ _SEASON_ARGUMENTS = {"league": "LEAGUE", "season": "NAME", "occurred_at": "--at"
 
 def cmd_season_start(args: argparse.Namespace) -> int:
     from ..client import season_time
-    from ..events import ID_RULE, SEASON_STARTED, BadEvent, is_id, parse_input
+    from ..inputs import ID_RULE, SEASON_STARTED, BadEvent, is_id, parse_input
 
     # Checked here, before connecting, so that a mistake names the argument, not the field.
     if not is_id(args.season):

@@ -37,7 +37,7 @@ class ParamError(ValueError):
         self.rule = rule
 
 
-# Participant and Match are not frozen: events.py builds millions of them (a large
+# Participant and Match are not frozen: inputs.py builds millions of them (a large
 # file), and a frozen dataclass stores each field through object.__setattr__, three
 # times the cost. Nothing changes them once built.
 @dataclass(slots=True)
@@ -308,7 +308,7 @@ def is_team_match(match: Match) -> bool:
 
 def team_members(match: Match) -> list[list[int]]:
     """The participants' indices grouped by team, teams in order of first
-    appearance. A participant without a team is a team of one (events.py lets
+    appearance. A participant without a team is a team of one (inputs.py lets
     a match have teams for all its participants or for none)."""
     groups: dict[object, list[int]] = {}
     for i, x in enumerate(match.participants):

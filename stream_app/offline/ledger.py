@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import AbstractSet, Any, Callable, Sequence
 
 from ..engine import Match, PlayerState, RatingChange, RatingSystem
-from ..events import Correction, SeasonStart, Void
+from ..inputs import Correction, SeasonStart, Void
 from ..leagues import LeagueConfig, LeagueRule
 from ..standings import Standings
 from ..apply import apply

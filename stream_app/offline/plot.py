@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..leagues import LeagueConfig
-from ..events import BadEvent, parse_match
+from ..inputs import BadEvent, parse_match
 from .replay import Ledger, open_lines
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
 from ..engine import Match, Participant, PlayerState
-from ..events import BadEvent, Correction, Void, parse_input
+from ..inputs import BadEvent, Correction, Void, parse_input
 from ..rerate import Rerated
 from ..runtime import keep_survivors, long_lived_states, tune_malloc, use_threads
 from .ledger import Ledger

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..engine import Match, ParamError
 from ..engine.base import coerce_param
-from ..events import BadEvent, Correction, Void, parse_input
+from ..inputs import BadEvent, Correction, Void, parse_input
 from ..leagues import LeagueConfig, LeagueRule
 from .accuracy import Accuracy
 from .ledger import Ledger

@@ -16,7 +16,7 @@ import orjson
 from aiohttp import ClientError, ClientSession, ClientTimeout
 from faust.web import Request, Response, View
 
-from ..events import ID_RULE, format_time, is_id
+from ..inputs import ID_RULE, format_time, is_id
 from ..leagues import LeagueConfig
 from ..predict import PredictionError, parse_sides, predict
 from ..versus import MAX_RECENT, head_to_head

@@ -23,7 +23,7 @@ from faust.types import TP
 from .. import runtime
 from ..client import bootstrap_servers
 from ..processes import exit_unless_done
-from ..events import MAX_EVENT_BYTES
+from ..inputs import MAX_EVENT_BYTES
 from ..leagues import LeagueConfig
 from ..settings import Settings
 from . import kafka_io, membership, observe

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import orjson
 
-from ..events import SEP
+from ..inputs import SEP
 from ..leagues import LeagueConfig
 from ..rating import history_entry
 from ..runtime import keep_survivors

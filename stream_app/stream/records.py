@@ -14,7 +14,7 @@ import orjson
 
 from ..apply import apply, apply_match
 from ..engine import Match
-from ..events import BadEvent, parse_input
+from ..inputs import BadEvent, parse_input
 from ..leagues import IN_ORDER, LeagueConfig
 from ..published import dead_letter, events_of
 from ..rating import Applied, DuplicateMatch, SeasonStarted

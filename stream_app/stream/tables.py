@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from ..engine import Match
-from ..events import SEP
+from ..inputs import SEP
 from ..rating import Applied, log_entry, match_from_log
 from .transaction import Tables
 

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from bench import soak_bench
-from stream_app.events import parse_input
+from stream_app.inputs import parse_input
 
 
 def samples(rss):

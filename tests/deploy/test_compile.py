@@ -25,7 +25,7 @@ spec.loader.exec_module(compile_script)
 SUITE = [
     "tests/stream/test_records.py", "tests/stream/test_transaction.py", "tests/stream/test_commit.py",
     "tests/stream/test_changelog.py", "tests/stream/test_store.py", "tests/stream/test_observe.py",
-    "tests/test_events.py", "tests/test_events_fast.py", "tests/test_rating.py", "tests/test_rerate.py",
+    "tests/test_inputs.py", "tests/test_inputs_fast.py", "tests/test_rating.py", "tests/test_rerate.py",
     "tests/test_seasons.py",
     "tests/stream/test_records_fuzz.py", "tests/offline",
     "tests/e2e/test_stream_e2e.py::test_stream_equals_replay_with_events_dead_letters_and_metrics",

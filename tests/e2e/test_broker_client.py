@@ -22,7 +22,7 @@ from stream_app import cli
 from stream_app.broker import BrokerError, EmbeddedBroker, kafka_ready
 from stream_app.processes import free_port
 from stream_app.client import RatingsClient, bootstrap_servers
-from stream_app.events import BadEvent
+from stream_app.inputs import BadEvent
 from stream_app.security import KafkaSecurity, SecurityConfigError
 from tests.support.workers import ROOT
 

@@ -13,7 +13,7 @@ import asyncio
 import jsonschema
 import pytest
 
-from stream_app.events import load_schema
+from stream_app.inputs import load_schema
 from stream_app.leagues import LeagueConfig
 from tests.support.corrections import CONFIG, cleaned, corrected_leagues, run
 from tests.support.kafka import read_all

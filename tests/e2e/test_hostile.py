@@ -22,7 +22,7 @@ import pytest
 
 from stream_app.client import RatingsClient
 from stream_app.leagues import LeagueConfig
-from stream_app.events import MAX_EVENT_BYTES, MAX_PARTICIPANTS, BadEvent, load_schema, parse_match
+from stream_app.inputs import MAX_EVENT_BYTES, MAX_PARTICIPANTS, BadEvent, load_schema, parse_match
 from stream_app.published import MAX_DEAD_LETTER_BYTES
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league

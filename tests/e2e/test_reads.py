@@ -11,7 +11,7 @@ import urllib.request
 import orjson
 import pytest
 
-from stream_app.events import format_time, parse_match, parse_time
+from stream_app.inputs import format_time, parse_match, parse_time
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league

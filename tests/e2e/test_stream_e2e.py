@@ -10,7 +10,7 @@ import jsonschema
 import orjson
 import pytest
 
-from stream_app.events import load_schema
+from stream_app.inputs import load_schema
 from stream_app.leagues import LeagueConfig
 from tests.support.kafka import ensure_topics, group_offsets, keyed, publish, read_all, topic_args
 from tests.support.leagues import CONFIG, assert_same_state, league_events, league_matches, match_counts, replay_state

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from stream_app.engine import Match
-from stream_app.events import BadEvent
+from stream_app.inputs import BadEvent
 from stream_app.leagues import LeagueConfig
 from stream_app.offline import replay as replay_module
 from stream_app.offline.replay import Ledger, ReplayError, replay

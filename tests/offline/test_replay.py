@@ -134,7 +134,7 @@ def test_replay_of_pairwise_league_matches_the_ledger_and_reports_soft_rating(tm
     # Each player won, placed and lost 10 times in rotation: the sum stays zero.
     assert abs(sum(v["rating"] for v in state.values())) < 1e-9
     # Under 100 matches the soft rating is the mean of the ratings after each match.
-    from stream_app.events import parse_match
+    from stream_app.inputs import parse_match
 
     ledger, after_each = Ledger(LeagueConfig.from_toml(CONFIG)), []
     for event in events:
@@ -179,7 +179,7 @@ def test_the_demo_sample_rates_stronger_players_higher():
     """End to end through the engine: hidden skill and final rating correlate."""
     import numpy as np
 
-    from stream_app.events import parse_match
+    from stream_app.inputs import parse_match
 
     skills = {}
     events = demo_matches(seed=11, skills=skills)

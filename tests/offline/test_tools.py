@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from stream_app.cli import main
-from stream_app.events import parse_match
+from stream_app.inputs import parse_match
 from stream_app.offline.synth import synthetic_rounds
 
 PAIRWISE = '[default]\nalgorithm = "elo-pairwise"\nk = 1\nties = "half"\n'

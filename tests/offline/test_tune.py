@@ -6,7 +6,7 @@ import pytest
 
 from stream_app.cli import main
 from stream_app.engine import ParamError
-from stream_app.events import parse_input
+from stream_app.inputs import parse_input
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.accuracy import Accuracy
 from stream_app.offline.ledger import Ledger

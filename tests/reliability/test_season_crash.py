@@ -15,7 +15,7 @@ from collections import defaultdict
 import orjson
 import pytest
 
-from stream_app.events import format_time, parse_time
+from stream_app.inputs import format_time, parse_time
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.sample import two_player_league
 from tests.support.corrections import run

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from stream_app.events import parse_input
+from stream_app.inputs import parse_input
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.ledger import Ledger
 from stream_app.offline.sample import two_player_league

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from stream_app.events import format_time, parse_input
+from stream_app.inputs import format_time, parse_input
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.ledger import Ledger
 from stream_app.seasons import KINDS

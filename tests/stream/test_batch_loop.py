@@ -8,7 +8,7 @@ import asyncio
 
 import orjson
 
-from stream_app.events import parse_match
+from stream_app.inputs import parse_match
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.settings import Settings

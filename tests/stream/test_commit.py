@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from stream_app.events import parse_match
+from stream_app.inputs import parse_match
 from stream_app.published import event_id
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger

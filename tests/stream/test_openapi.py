@@ -1,7 +1,7 @@
 """The OpenAPI document (stream_app/stream/openapi.json) is valid OpenAPI 3.1,
 documents every route the worker registers and no other, and states the
 rules the views enforce: the parameters' bounds and defaults as api.py checks
-them, the id rule of stream_app/events.py, each system's fields. The real
+them, the id rule of stream_app/inputs.py, each system's fields. The real
 answers are checked against it end to end (tests/e2e/test_reads.py,
 test_reads_cli.py)."""
 
@@ -20,7 +20,7 @@ from faust.sensors.prometheus import setup_prometheus_sensors
 from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 
 from stream_app.engine import SYSTEMS
-from stream_app.events import ID_RULE, is_id
+from stream_app.inputs import ID_RULE, is_id
 from stream_app.leagues import LeagueConfig
 from stream_app.predict import MAX_PLAYERS, PredictionError, parse_sides, predict
 from stream_app.stream import api

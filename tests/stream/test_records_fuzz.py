@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stream_app.leagues import LeagueConfig
-from stream_app.events import BadEvent, load_schema, parse_match, validate_match
+from stream_app.inputs import BadEvent, load_schema, parse_match, validate_match
 from stream_app.published import MAX_DEAD_LETTER_BYTES
 from stream_app.offline.replay import Ledger
 from stream_app.apply import apply_match

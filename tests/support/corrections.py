@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from stream_app.events import BadEvent, parse_input, parse_time
+from stream_app.inputs import BadEvent, parse_input, parse_time
 from stream_app.published import events_of
 from stream_app.leagues import IN_ORDER, LeagueConfig
 from stream_app.offline.replay import Ledger

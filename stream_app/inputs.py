@@ -1,7 +1,8 @@
-"""Events in: parse and validate match results and the commands that void or
-correct them (published.py builds the events that go out). The JSON Schemas in schemas/ are the contract; this
-module compiles them (fastjsonschema) and adds the rules a schema cannot say
-(a player twice in a match, ranks for some participants but not others).
+"""The inputs: parse and validate match results and the commands that void or
+correct them or start a season (published.py builds the events that go out).
+The JSON Schemas in schemas/ are the contract; this module compiles them
+(fastjsonschema) and adds the rules a schema cannot say (a player twice in a
+match, ranks for some participants but not others).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from stream_app.engine import Match, Participant, RatingChange
 from stream_app.engine.pairwise import PairwiseState
-from stream_app.events import MAX_EVENT_BYTES, MAX_PARTICIPANTS, SCHEMA_NAMES, BadEvent, load_schema, parse_match
+from stream_app.inputs import MAX_EVENT_BYTES, MAX_PARTICIPANTS, SCHEMA_NAMES, BadEvent, load_schema, parse_match
 from stream_app.published import dead_letter, event_id, rating_changed_events
 
 

@@ -1,21 +1,21 @@
-"""The validation fast path (events._fast_match) accepts only what the general
+"""The validation fast path (inputs._fast_match) accepts only what the general
 path accepts and builds the same Match (issue 3: validation speed)."""
 
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_app import events
-from stream_app.events import BadEvent, parse_match
+from stream_app import inputs
+from stream_app.inputs import BadEvent, parse_match
 
 
 def _general(doc):
-    saved = events._fast_match
-    events._fast_match = lambda doc: None
+    saved = inputs._fast_match
+    inputs._fast_match = lambda doc: None
     try:
         return parse_match(doc)
     finally:
-        events._fast_match = saved
+        inputs._fast_match = saved
 
 
 ids = st.text(alphabet=st.sampled_from("ab.:@+-_9/ é\n"), min_size=0, max_size=6)
@@ -40,7 +40,7 @@ documents = st.fixed_dictionaries(
 @given(doc=documents)
 @settings(max_examples=1500, deadline=None)
 def test_fast_path_agrees_with_the_general_path(doc):
-    fast = events._fast_match(doc)
+    fast = inputs._fast_match(doc)
     try:
         general = _general(doc)
     except BadEvent:
@@ -55,7 +55,7 @@ def test_fast_path_takes_the_common_cases():
               "participants": [{"player": "a", "rank": 1}, {"player": "b", "rank": 1}, {"player": "c", "rank": 3}]}
     scored = {"match_id": "m", "league": "l", "participants": [{"player": "a", "score": 2}, {"player": "b", "score": 7.5}]}
     for doc in (ranked, scored):
-        assert events._fast_match(orjson.loads(orjson.dumps(doc))) == _general(doc)
-    assert [p.rank for p in events._fast_match(scored).participants] == [2, 1]
+        assert inputs._fast_match(orjson.loads(orjson.dumps(doc))) == _general(doc)
+    assert [p.rank for p in inputs._fast_match(scored).participants] == [2, 1]
     # A newline inside an id must not pass for two ids.
-    assert events._fast_match({**ranked, "participants": [{"player": "a\nb", "rank": 1}, {"player": "c", "rank": 2}]}) is None
+    assert inputs._fast_match({**ranked, "participants": [{"player": "a\nb", "rank": 1}, {"player": "c", "rank": 2}]}) is None
