@@ -1,7 +1,7 @@
 """A small asyncio client for applications: publish match results (and voids
 and corrections of them, and season starts), follow rating changes and dead
 letters, and read leaderboards, players, their histories and seasons from any
-worker's HTTP API (api_reads.py; no broker needed).
+worker's HTTP API (its ApiReader, api_reader.py; no broker needed).
 
     async with RatingsClient("kafka://127.0.0.1:9092") as client:
         await client.publish({"match_id": "m1", "league": "chess", "participants": [...]})
@@ -30,7 +30,7 @@ from typing import Any, AsyncIterable, AsyncIterator, Callable, Iterable
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from .api_reads import ApiError, ApiReads, ApiUnreachable, api_url
+from .api_reader import ApiError, ApiReader, ApiUnreachable, api_url
 from .inputs import CORRECTED, SEASON_STARTED, VOIDED, BadEvent, format_time, parse_input
 from .security import KafkaSecurity
 from .settings import DEFAULTS, Settings, bootstrap_servers
@@ -42,7 +42,10 @@ log = logging.getLogger(__name__)
 _IN_FLIGHT = 5_000  # publish_many waits for acknowledgements every this many sends
 
 
-class RatingsClient(ApiReads):
+class RatingsClient:
+    """A producer of results and commands, a follower of the events out, and a reader
+    of the HTTP API (`reader`, an ApiReader), on one configuration."""
+
     def __init__(
         self,
         broker: str = DEFAULTS.broker,
@@ -67,7 +70,7 @@ class RatingsClient(ApiReads):
         self.client_id = client_id
         self.request_timeout = request_timeout
         self._producer: AIOKafkaProducer | None = None
-        self.init_api(api, api_retries, request_timeout)  # api: any worker's base URL, e.g. http://127.0.0.1:6066
+        self.reader = ApiReader(api, api_retries, request_timeout)  # api: any worker's base URL, e.g. http://127.0.0.1:6066
 
     @classmethod
     def from_settings(cls, settings: Settings, **options: Any) -> "RatingsClient":
@@ -76,6 +79,47 @@ class RatingsClient(ApiReads):
         options.setdefault("api", api_url(settings))
         return cls(settings.broker, match_topic=settings.match_topic, changes_topic=settings.changes_topic,
                    dlq_topic=settings.dlq_topic, partitions=settings.partitions, security=settings.security, **options)
+
+    @property
+    def api(self) -> str | None:
+        return self.reader.api
+
+    # -- reads: the reader's (api_reader.py has what each gives) ---------------------
+    async def leagues(self) -> dict[str, Any]:
+        return await self.reader.leagues()
+
+    async def league(self, league: str) -> dict[str, Any]:
+        return await self.reader.league(league)
+
+    async def leaderboard(self, league: str, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+        return await self.reader.leaderboard(league, limit, offset)
+
+    async def leaderboard_around(self, league: str, player: str, radius: int = 10) -> dict[str, Any]:
+        return await self.reader.leaderboard_around(league, player, radius)
+
+    async def player(self, league: str, player: str) -> dict[str, Any]:
+        return await self.reader.player(league, player)
+
+    async def history(self, league: str, player: str, limit: int = 100, before: int | None = None) -> dict[str, Any]:
+        return await self.reader.history(league, player, limit, before)
+
+    def all_history(self, league: str, player: str, most: int | None = None) -> AsyncIterator[dict[str, Any]]:
+        return self.reader.all_history(league, player, most)
+
+    async def predict(self, league: str, sides: list[list[str]]) -> dict[str, Any]:
+        return await self.reader.predict(league, sides)
+
+    async def versus(self, league: str, player: str, opponent: str, limit: int = 10) -> dict[str, Any]:
+        return await self.reader.versus(league, player, opponent, limit)
+
+    async def seasons(self, league: str) -> dict[str, Any]:
+        return await self.reader.seasons(league)
+
+    async def season_leaderboard(self, league: str, season: str, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+        return await self.reader.season_leaderboard(league, season, limit, offset)
+
+    async def player_seasons(self, league: str, player: str) -> dict[str, Any]:
+        return await self.reader.player_seasons(league, player)
 
     def __repr__(self) -> str:
         return (f"<RatingsClient {self.broker} match_topic={self.match_topic!r} api={self.api!r} "
@@ -130,7 +174,7 @@ class RatingsClient(ApiReads):
             if producer is not None:
                 await producer.stop()
         finally:
-            await self.close_api()
+            await self.reader.close()
 
     async def __aenter__(self) -> "RatingsClient":
         await self.start()

@@ -1,13 +1,13 @@
-"""Reading the workers' HTTP API from Python: the part of RatingsClient that
-needs no broker.
+"""Reading the workers' HTTP API from Python (ApiReader), on its own or as the
+reading part of RatingsClient (client.py); no broker needed.
 
-    client = RatingsClient(api="http://127.0.0.1:6066")
+    reader = ApiReader("http://127.0.0.1:6066")
     try:
-        board = await client.leaderboard("chess", limit=10)
-        async for change in client.all_history("chess", "ann", most=50):
+        board = await reader.leaderboard("chess", limit=10)
+        async for change in reader.all_history("chess", "ann", most=50):
             print(change["seq"], change["rating_after"])
     finally:
-        await client.stop()
+        await reader.close()
 
 Each method returns the API's JSON document as a dict. A refused read raises
 ApiError with the HTTP status and the API's "error" text; a worker that cannot
@@ -71,22 +71,20 @@ def _segment(text: str) -> str:
     return quote(text, safe="")
 
 
-class ApiReads:
-    """The reads of the HTTP API; one aiohttp session, opened at the first read and
-    closed by close_api()."""
+class ApiReader:
+    """The reads of the HTTP API of any worker (`api`: its base URL, e.g.
+    http://127.0.0.1:6066); one aiohttp session, opened at the first read and closed
+    by close(). A 503 is retried `retries` times."""
 
-    api: str | None
-    api_retries: int
-    api_backoff = 0.2  # seconds before the first retry of a 503; doubled each time
-    request_timeout: float
+    backoff = 0.2  # seconds before the first retry of a 503; doubled each time
 
-    def init_api(self, api: str | None, retries: int, timeout: float) -> None:
+    def __init__(self, api: str | None = None, retries: int = 5, timeout: float = 30.0):
         self.api = _base(api)
-        self.api_retries = retries
+        self.retries = retries
         self.request_timeout = timeout
         self._http: aiohttp.ClientSession | None = None
 
-    async def close_api(self) -> None:
+    async def close(self) -> None:
         http, self._http = self._http, None
         if http is not None:
             await http.close()
@@ -171,15 +169,15 @@ class ApiReads:
 
     async def _read(self, path: str, **query: Any) -> dict[str, Any]:
         if self.api is None:
-            raise ValueError("RatingsClient has no API URL: pass api='http://HOST:PORT' (any worker's web port)")
+            raise ValueError("no API URL: pass api='http://HOST:PORT' (any worker's web port)")
         if self._http is None or self._http.closed:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.request_timeout))
         # (a list: the parameter repeated, one value each)
         params = urlencode({k: v for k, v in query.items() if v is not None}, doseq=True, quote_via=quote, safe="")
         url = self.api + path + (f"?{params}" if params else "")
-        for attempt in range(self.api_retries + 1):
+        for attempt in range(self.retries + 1):
             if attempt:
-                await asyncio.sleep(self.api_backoff * 2 ** (attempt - 1))  # a rebalance: partitions come back shortly
+                await asyncio.sleep(self.backoff * 2 ** (attempt - 1))  # a rebalance: partitions come back shortly
             try:
                 # encoded=True: the path is quoted already; yarl must not unquote it.
                 async with self._http.get(URL(url, encoded=True)) as reply:

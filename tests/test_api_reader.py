@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from stream_app import cli
+from stream_app.api_reader import ApiReader
 from stream_app.client import ApiError, ApiUnreachable, RatingsClient
 from stream_app.processes import free_port
 from stream_app.settings import Settings
@@ -87,11 +88,26 @@ async def test_reads_need_no_broker_and_quote_ids_in_paths_and_queries():
     ]
 
 
+async def test_the_reader_alone_reads_as_the_client_does():
+    with FakeApi(lambda request: (200, {"path": request.path_qs})) as api:
+        reader = ApiReader(api.url)
+        client = RatingsClient(api=api.url)
+        try:
+            for read in (lambda r: r.season_leaderboard("ladder", "S1", limit=3),
+                         lambda r: r.versus("chess", "ann", "bob", limit=2), lambda r: r.predict("go", [["a"], ["b", "c"]]),
+                         lambda r: r.player_seasons("ladder", "ann"), lambda r: r.seasons("ladder")):
+                assert await read(reader) == await read(client)
+        finally:
+            await reader.close()
+            await client.stop()
+    assert len(api.seen) == 10 and api.seen[0] == "/leagues/ladder/seasons/S1/leaderboard?limit=3&offset=0"
+
+
 async def test_a_503_is_retried_with_a_back_off_then_raised():
     replies = iter([(503, {"error": "rebalancing"})] * 2 + [(200, {"ok": 1})] + [(503, {"error": "rebalancing"})] * 9)
     with FakeApi(lambda request: next(replies)) as api:
         client = RatingsClient(api=api.url, api_retries=3)
-        client.api_backoff = 0.01
+        client.reader.backoff = 0.01
         try:
             assert await client.league("chess") == {"ok": 1}
             assert len(api.seen) == 3
@@ -153,9 +169,9 @@ async def test_stop_closes_the_session_and_a_later_read_opens_another():
     with FakeApi(lambda request: (200, {})) as api:
         client = RatingsClient(api=api.url)
         await client.leagues()
-        session = client._http
+        session = client.reader._http
         await client.stop()
-        assert session.closed and client._http is None
+        assert session.closed and client.reader._http is None
         await client.leagues()
         await client.stop()
     assert len(api.seen) == 2
