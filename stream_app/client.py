@@ -30,7 +30,7 @@ from typing import Any, AsyncIterable, AsyncIterator, Callable, Iterable
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from .api_reader import ApiError, ApiReader, ApiUnreachable, api_url
+from .api_reader import MAX_HISTORY_PAGE, ApiError, ApiReader, ApiUnreachable, api_url
 from .inputs import CORRECTED, SEASON_STARTED, VOIDED, BadEvent, format_time, parse_input
 from .security import KafkaSecurity
 from .settings import DEFAULTS, Settings, bootstrap_servers
@@ -103,8 +103,9 @@ class RatingsClient:
     async def history(self, league: str, player: str, limit: int = 100, before: int | None = None) -> dict[str, Any]:
         return await self.reader.history(league, player, limit, before)
 
-    def all_history(self, league: str, player: str, most: int | None = None) -> AsyncIterator[dict[str, Any]]:
-        return self.reader.all_history(league, player, most)
+    def all_history(self, league: str, player: str, most: int | None = None,
+                    page_size: int = MAX_HISTORY_PAGE) -> AsyncIterator[dict[str, Any]]:
+        return self.reader.all_history(league, player, most, page_size)
 
     async def predict(self, league: str, sides: list[list[str]]) -> dict[str, Any]:
         return await self.reader.predict(league, sides)

@@ -6,6 +6,7 @@ The real API is read in tests/e2e/test_reads_cli.py."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import socket
 import threading
 from typing import Any, Callable
@@ -86,6 +87,15 @@ async def test_reads_need_no_broker_and_quote_ids_in_paths_and_queries():
         "/leagues/chess/players/ann/history?limit=100",
         "/leagues/bad%20id%2Fx/leaderboard?limit=5&offset=10",
     ]
+
+
+def test_the_client_offers_every_read_of_its_reader_with_the_same_parameters():
+    reads = {name: fn for name, fn in inspect.getmembers(ApiReader, inspect.isfunction)
+             if not name.startswith("_") and name != "close"}
+    assert len(reads) >= 12
+    for name, read in reads.items():
+        offered = getattr(RatingsClient, name)
+        assert inspect.signature(offered).parameters == inspect.signature(read).parameters, name
 
 
 async def test_the_reader_alone_reads_as_the_client_does():
