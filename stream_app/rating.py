@@ -522,16 +522,18 @@ def build_standings(rule: LeagueRule, record: dict[str, Any] | None,
     return board
 
 
+def tier_in(tiers: Sequence[Tier], board: Standings, player: str, state: PlayerState | None) -> str | None:
+    """The player's tier with this state, where they stand in `board` (None: no state)."""
+    return None if state is None else tier_of(tiers, state.rating, board.rank(player), board.eligible_total)
+
+
 def tier_changes(tiers: Sequence[Tier], board: Standings, changes: list[RatingChange], records: list[PlayerRecord],
                  latest: float | None) -> list[Tiers]:
     """Each changed player's tier before and after, the standings moved on between:
     a tier by rank is read where the player stands among the others."""
-    ranked = board.eligible_total
-    before = [tier_of(tiers, change.before.rating, board.rank(change.player), ranked)
-              if change.player in board.players else None for change in changes]
+    before = [tier_in(tiers, board, change.player, change.before if change.player in board.players else None)
+              for change in changes]
     for change, record in zip(changes, records):
         board.set(change.player, standing_of(record))
     board.advance(latest)
-    ranked = board.eligible_total
-    return [(tier, tier_of(tiers, change.after.rating, board.rank(change.player), ranked))
-            for tier, change in zip(before, changes)]
+    return [(tier, tier_in(tiers, board, change.player, change.after)) for tier, change in zip(before, changes)]

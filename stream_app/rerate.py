@@ -27,12 +27,11 @@ from bisect import insort
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from .engine import Match, PlayerState, RatingSystem
+from .engine import Match, PlayerState, RatingChange, RatingSystem
 from .leagues import LeagueConfig, LeagueRule
 from .rating import (NO_SNAPSHOT, Applied, Entry, LeagueState, PlayerRecord, SeasonStarted, WorkingRecords, apply_entry,
-                     Tiers, at_boundary, store_seasons)
+                     Tiers, at_boundary, store_seasons, tier_in)
 from .runtime import no_cyclic_gc
-from .seasons import tier_of
 from .standings import Standings
 
 LOG_CHUNK = 512  # log entries read at a time by a job's later parts
@@ -165,18 +164,17 @@ def _finish(config: LeagueConfig, state: LeagueState, league: str, job: dict[str
     corrections = []
     keeps_history = rule.options.history_max != 0
     tiers = rule.options.tiers
-    board = state.standings(league, rule) if tiers else None
+    board = state.standings(league, rule) if tiers else None  # the players as published
+    tiers_then: dict[str, str | None] = {}
     for name, then in zip(names, state.player_records(league, names, rule.system)):
         now = working.get(name)
         state.put_player(league, name, now)
         now_state = None if now is None else now.state
         then_state = None if then is None else then.state
         if now_state != then_state:
-            tier_then = None
-            if board is not None and then_state is not None:
-                tier_then = tier_of(tiers, then_state.rating, board.rank(name), board.eligible_total)
-            corrections.append(RatingCorrection(name, then_state, now_state,
-                                                None if board is None else (tier_then, None)))
+            corrections.append(RatingCorrection(name, then_state, now_state))
+            if board is not None:
+                tiers_then[name] = tier_in(tiers, board, name, then_state)
         if keeps_history:
             before = 0 if then_state is None else then_state.matches
             after = 0 if now_state is None else now_state.matches
@@ -188,10 +186,7 @@ def _finish(config: LeagueConfig, state: LeagueState, league: str, job: dict[str
         board = state.standings(league, rule)
         assert board is not None
         for correction in corrections:
-            now_state = correction.now
-            tier_now = None if now_state is None else tier_of(tiers, now_state.rating, board.rank(correction.player),
-                                                              board.eligible_total)
-            correction.tiers = (correction.tiers[0] if correction.tiers else None, tier_now)
+            correction.tiers = (tiers_then[correction.player], tier_in(tiers, board, correction.player, correction.now))
     return Rerated(rule.algorithm, league, job["match_id"], final["revision"], corrections, final, job["reapplied"])
 
 
@@ -250,24 +245,26 @@ class _Rerating:
         return None  # the entries applied again publish nothing: the corrections at the end do
 
     def save_season(self, started: SeasonStarted) -> None:
-        state, league, working = self.state, self.league, self.working
-        for name, record in started.snapshots:
-            state.put_snapshot(league, started.place.boundary, name, record)
-        for change, record in zip(started.changes, started.records):
-            working.set(change.player, record)
-        store_seasons(state, started)
+        self._keep(started.place.boundary, started.snapshots, started.changes, started.records)
+        store_seasons(self.state, started)
 
     def save(self, applied: Applied) -> None:
-        state, league, working = self.state, self.league, self.working
-        for name, record in applied.snapshots:
-            state.put_snapshot(league, applied.place.boundary, name, record)
-        for change, record in zip(applied.changes, applied.records):
-            working.set(change.player, record)
+        self._keep(applied.place.boundary, applied.snapshots, applied.changes, applied.records)
+        state, league = self.state, self.league
         for change, row in zip(applied.changes, applied.history):
             state.put_history(league, change.player, row)
         place = applied.place
         if place.opened is not None:
             state.put_boundary(league, place.boundary, place.key, place.opened)
+
+
+    def _keep(self, boundary: int, snapshots: list[tuple[str, PlayerRecord]], changes: list[RatingChange],
+              records: list[PlayerRecord]) -> None:
+        """The snapshot rows to the state; the players' records to the working ones."""
+        for name, record in snapshots:
+            self.state.put_snapshot(self.league, boundary, name, record)
+        for change, record in zip(changes, records):
+            self.working.set(change.player, record)
 
 
 class MemoryRecords(dict):
