@@ -12,7 +12,7 @@ reading part of RatingsClient (client.py); no broker needed.
 Each method returns the API's JSON document as a dict. A refused read raises
 ApiError with the HTTP status and the API's "error" text; a worker that cannot
 be reached raises ApiUnreachable (an ApiError whose status is None). A 503 (a
-worker rebalancing or restoring its partitions) is retried with a doubling
+worker rebalancing or taking its partitions up) is retried with a doubling
 back-off before it is raised.
 """
 

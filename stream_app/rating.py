@@ -100,7 +100,7 @@ class ApplyTarget(Protocol):
     def standings(self, league: str, rule: LeagueRule) -> Standings | None:
         """The league's standings as its players' records are (`build_standings`), which
         the steps that apply keep up to date: a tier can need a rank. None: no tiers are
-        published from here (a re-rate's entries, a restore)."""
+        published from here (a re-rate's entries, a take-up)."""
 
     def seasons(self, league: str) -> list[dict[str, Any]]:
         """The league's seasons, first to last: season number n is item n - 1 (season_row)."""
@@ -168,7 +168,7 @@ class LeagueState(ApplyTarget, Protocol):
         """Delete the player's history entries first..last (seq)."""
 
     def working(self, league: str, system: RatingSystem) -> WorkingRecords:
-        """The records the league's re-rate rebuilds (rerate.WorkingRecords)."""
+        """The working records of the league's re-rate."""
 
     def job(self, league: str) -> dict[str, Any]:
         """The league's re-rate job in progress."""
@@ -296,7 +296,7 @@ def apply_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], match
     `record`, and save it. The one step that rates a match: appending a result and
     re-rating a league both come here. `received`: the arrival counters of a new
     entry, for the league's record after it. `outcome`: the participants' states
-    after the match as recorded when it was rated (a restore saves it again
+    after the match as recorded when it was rated (a take-up saves it again
     without rating it again)."""
     system = rule.system
     options = rule.options

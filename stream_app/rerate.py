@@ -267,7 +267,7 @@ class _Rerating:
             self.working.set(change.player, record)
 
 
-class MemoryRecords(dict):
+class InMemoryWorkingRecords(dict):
     """Working records in memory (the replay does a re-rate in one part)."""
 
     def set(self, name: str, record: PlayerRecord | None) -> None:

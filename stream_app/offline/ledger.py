@@ -14,7 +14,7 @@ from ..standings import Standings
 from ..apply import apply
 from ..rating import (VOIDED, Applied, Entry, DuplicateMatch, PlayerRecord, SeasonStarted, build_standings,
                       history_dropped, history_entry, store_seasons)
-from ..rerate import MemoryRecords, Rerated
+from ..rerate import InMemoryWorkingRecords, Rerated
 from ..seasons import archive_entry, sorted_final
 
 _PLAYER = attrgetter("player")
@@ -36,7 +36,7 @@ class Ledger:
         self.since: dict[str, dict[str, int]] = {}  # league -> player -> boundary they joined after (absent: 0)
         self.boundaries: dict[str, dict[int, tuple[bytes, dict[str, Any]]]] = {}
         self.snapshot_rows: dict[str, dict[int, dict[str, PlayerRecord | None]]] = {}  # league -> boundary -> player -> record
-        self.workings: dict[str, MemoryRecords] = {}  # league -> a re-rate's working records
+        self.workings: dict[str, InMemoryWorkingRecords] = {}  # league -> a re-rate's working records
         self.jobs: dict[str, dict[str, Any]] = {}  # league -> a re-rate job stopped by a budget
         self.keeps_history = keep_history
         self.histories: dict[tuple[str, str], dict[int, list[Any]]] = {}  # (league, player) -> seq -> row
@@ -265,8 +265,8 @@ class Ledger:
         if not entries:
             del self.histories[(league, player)]
 
-    def working(self, league: str, system: RatingSystem) -> MemoryRecords:
-        return self.workings.setdefault(league, MemoryRecords())
+    def working(self, league: str, system: RatingSystem) -> InMemoryWorkingRecords:
+        return self.workings.setdefault(league, InMemoryWorkingRecords())
 
     def job(self, league: str) -> dict[str, Any]:
         return self.jobs[league]

@@ -188,7 +188,7 @@ class Api:
 
     def _check_ready(self) -> None:
         if not self.ready():
-            raise Refused(503, "the worker is rebalancing or restoring its tables; retry shortly")
+            raise Refused(503, "the worker is rebalancing or taking its partitions up; retry shortly")
 
     async def _forward(self, url: str, path: str, what: str) -> tuple[int, bytes]:
         if self._http is None:

@@ -83,7 +83,7 @@ class WorkerApp:
         self.batches = BatchLoop(settings, self.config, self.store, kafka_io.ProducerSender(self.app),
                              KafkaTopicReader(self.kafka_options()), intake)
         self.batches.ensure_topics = lambda: ensure_topics(settings)
-        self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic, *self.batches.restoring)
+        self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic, *self.batches.deriving)
         self.broker_watch = BrokerWatch(self.kafka_options())
         self.broker_watch.repeats.install()
         self.broker_watch.on_back = self._broker_back
@@ -186,7 +186,7 @@ class WorkerApp:
         await self._stop_resuming()
         await self.standby.stop()
         await self.batches.pause()
-        observe.set_state("recovering")
+        observe.set_state("taking_up")
         # Gauges of partitions and leagues this worker may no longer own: the
         # timer sets them again for what it owns after the rebalance.
         observe.LAG.clear()
@@ -273,7 +273,7 @@ class WorkerApp:
         status = "ok" if self.broker_watch.connected and trouble is None else "degraded"
         return {"status": status, "broker": self.broker_watch.health(), "trouble": trouble, "ready": self.ready(),
                 **self.batches.tally.counts(), "assigned_partitions": self._owned(),
-                "standby_partitions": self.standby.partitions, "restored_records": self.batches.committer.restored,
+                "standby_partitions": self.standby.partitions, "take_up_records": self.batches.committer.take_up_records,
                 "take_up_seconds": self.batches.take_up_seconds, "fenced_records": self.batches.committer.fenced,
                 "found_replaced": self.batches.committer.replaced, "standings_built": self.reads.builds,
                 "phase": self.batches.phase, "rerating": self.batches.rerates.health(),
@@ -291,7 +291,7 @@ class WorkerApp:
     async def _refresh_gauges(self) -> None:
         try:
             ready = self.ready()
-            observe.set_state("running" if ready else "recovering")
+            observe.set_state("running" if ready else "taking_up")
             if ready:
                 self._set_gauges()
         except Exception:  # a metrics refresh must never take the worker down

@@ -46,9 +46,9 @@ class BatchLoop:
         self.intake = intake
         self.handler = RecordHandler(config, settings.partitions, settings.forward_topic, settings.rerate_part)
         outputs = {"change": settings.changes_topic, "dead_letter": settings.dlq_topic, "forward": settings.forward_topic}
-        # What a restore needs to make the tables again from the changelog (a standby's too).
-        self.restoring = (TABLES, self.handler.derive)
-        self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs, *self.restoring)
+        # What a take-up needs to make the tables again from the changelog (a standby's too).
+        self.deriving = (TABLES, self.handler.derive)
+        self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs, *self.deriving)
         self.tally = observe.Tally(config)
         self.partitions: dict[int, PartitionTransaction] = {}  # taken up since the last rebalance
         self.failures = 0

@@ -58,8 +58,8 @@ from .transaction import PartitionTransaction, Tables
 
 log = logging.getLogger(__name__)
 
-# A restore stores what this many changelog records make in one write: an entry makes about eight
-# local keys, and smaller writes restored faster (docs/performance.md, "Settings chosen
+# A take-up stores what this many changelog records make in one write: an entry makes about eight
+# local keys, and smaller writes taken up faster (docs/performance.md, "Settings chosen
 # by measurement").
 FLUSH_RECORDS = 2_000
 # Makes a changelog entry's local writes again, through the transaction (the domain's: stream/records.py).
@@ -117,7 +117,7 @@ class Committer:
         # Told of each partition taken up, and of each batch's writes once in the local store (stream/reads.py).
         self.on_take_up: Callable[[int], None] = lambda partition: None
         self.on_commit: Callable[[int, dict], None] = lambda partition, overlay: None
-        self.restored = 0  # changelog records read by take-ups
+        self.take_up_records = 0  # changelog records read by take-ups
         self.fenced = 0  # changelog records of replaced workers seen
         self.replaced = 0  # batches that found this worker replaced
         self.started_over: list[dict[str, Any]] = []  # changelog partitions found to have started over (for /health)
@@ -142,8 +142,8 @@ class Committer:
             if reader.checkpoint.changelog == fence_at:  # the rule accepted our fence
                 break
             epoch = reader.checkpoint.epoch + 1
-        self.restored += reader.position - first
-        observe.RESTORED.inc(reader.position - first)
+        self.take_up_records += reader.position - first
+        observe.TAKE_UP_RECORDS.inc(reader.position - first)
         observe.TAKE_UP_SECONDS.observe(time.perf_counter() - started)
         self.on_take_up(partition)
         return transaction(self.store, partition, reader.checkpoint, self.tables)  # at our fence
@@ -163,7 +163,7 @@ class Committer:
     async def _start_over(self, partition: int, local: Checkpoint) -> ChangelogRule:
         """The changelog no longer holds the local checkpoint. If a newer owner wrote a
         start since (its epoch above ours), the state is what follows it: wipe and read.
-        Otherwise write the local state back, so that a restore finds it."""
+        Otherwise write the local state back, so that a take-up finds it."""
         [ack] = await self.sender.send(self.topic, partition, [fence_record(local.epoch + 1)])
         _, end = await ack
         newest = local.epoch + 1  # the fence just sent
@@ -180,7 +180,7 @@ class Committer:
         if start_at is not None:
             log.warning("changelog partition %d started over and holds a newer owner's state from offset %d: "
                         "the local state (epoch %d) is replaced by it", partition, start_at, local.epoch)
-            self._note_started_over(partition, local, end, "restored from a newer start")
+            self._note_started_over(partition, local, end, "replaced by a newer start")
             return ChangelogRule(local, start=start_at)  # the local state stands until that start completes
         reader = await self._write_back(partition, local, newest + 1)
         self._note_started_over(partition, local, end, "local state written back")
@@ -188,7 +188,7 @@ class Committer:
 
     async def _write_back(self, partition: int, local: Checkpoint, epoch: int) -> ChangelogRule:
         """A start of `epoch`, then every local row as one batch and its checkpoint:
-        what a restore on an empty directory reads. Until that checkpoint is
+        what a take-up on an empty directory reads. Until that checkpoint is
         acknowledged none of it counts, and the local store keeps its checkpoint."""
         row = RecordWriter(epoch, 1).row
         rows = (row(key, value) for key, value in self.store.scan_range(partition, b"\x01", b"\xff" * 8))

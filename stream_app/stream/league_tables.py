@@ -31,7 +31,7 @@ class PartitionLeagues:
         self.config = config
         self.keys: dict[str, bytes] = {}  # the keys of the players read last, built once per match
         # The standings of the partition's leagues with tiers, kept between batches by the
-        # record handler (None: nothing published from here, a restore).
+        # record handler (None: nothing published from here: a take-up, a standby).
         self.boards = boards
 
     # -- applying at the end of the log ----------------------------------------------------
@@ -175,8 +175,8 @@ class PartitionLeagues:
         for seq in range(first, last + 1):
             self.state.put(HISTORY, history_key(league, player, seq), None)
 
-    def working(self, league: str, system: RatingSystem) -> "TableRecords":
-        return TableRecords(self.state, league, system)
+    def working(self, league: str, system: RatingSystem) -> "StoredWorkingRecords":
+        return StoredWorkingRecords(self.state, league, system)
 
     def job(self, league: str) -> dict[str, Any]:
         return self.state.get(JOBS, league.encode())
@@ -193,7 +193,7 @@ class PartitionLeagues:
         return [key.decode() for key, _ in self.state.scan(JOBS, b"", b"\xff")]
 
 
-class TableRecords:
+class StoredWorkingRecords:
     """A re-rate's working records in the WORKING table, read once and kept in memory
     for the part in progress; `flush` writes the ones set."""
 

@@ -121,7 +121,7 @@ REQUEST_SECONDS = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, float("inf")),
 )
 CHECKPOINTS = Counter("ratings_checkpoints_total", "Checkpoints written (batches committed to the local state)")
-RESTORED = Counter("ratings_changelog_records_restored_total", "Changelog records read while taking partitions up")
+TAKE_UP_RECORDS = Counter("ratings_take_up_changelog_records_total", "Changelog records read while taking partitions up")
 TAKE_UP_SECONDS = Histogram(
     "ratings_take_up_seconds", "Time to take a partition up: fence, read the changelog past the local checkpoint",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, float("inf")),
@@ -153,7 +153,7 @@ STORE_MEMORY_KINDS = ("memtables", "table_readers", "block_cache", "block_cache_
 COMPILED_MODULES = Gauge("ratings_compiled_modules", "Modules of the package running as C extensions (mypyc: "
                          "deploy/compile.py); 0: plain Python")
 
-STATES = ("starting", "recovering", "running", "stopping")
+STATES = ("starting", "taking_up", "running", "stopping")
 
 
 def watch_store(memory: Callable[[], dict[str, int]]) -> None:

@@ -140,7 +140,7 @@ class RecordHandler:
         self._publish(done, outcome)
 
     def derive(self, state: PartitionTransaction, payload: bytes | memoryview) -> None:
-        """Make a changelog entry's local writes again (a restore, a standby): the match
+        """Make a changelog entry's local writes again (a take-up, a standby): the match
         saved with the states recorded after it, through the path that applied it."""
         match, after = entry_of(payload)
         system = self.config.system_for(match.league)

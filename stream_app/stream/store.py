@@ -7,7 +7,7 @@ of the machine) it holds some checkpoint's state, and the changelog past that
 checkpoint's record is all there is to read (stream/changelog.py). The step is
 a RocksDB write batch (the write-ahead log replays whole write batches or
 none) or, for a write larger than a memtable (a batch of big Elo-MMR rounds, a
-restore), one table file that RocksDB ingests whole or not at all: a write
+take-up), one table file that RocksDB ingests whole or not at all: a write
 batch would hold such rows twice more while they are written, in the batch and
 in the memtable.
 """

@@ -168,12 +168,12 @@ class PartitionTransaction:
 
     def record_entry(self, payload: bytes) -> None:
         """The changelog gets this entry: an input applied, whose local writes the
-        domain makes again from it at a restore."""
+        domain makes again from it at a take-up or a standby."""
         self.recorded.append(("entry", payload))
 
     def record_written(self) -> None:
         """The changelog gets the keys written since the savepoint as rows, with their
-        values as they are now (a re-rate: its writes are not made again at a restore)."""
+        values as they are now (a re-rate: its writes are not made again at a take-up)."""
         key, get, dumps = self.tables.key, self.get, orjson.dumps
         for item in dict.fromkeys(item for item, _ in self.journal or ()):
             value = get(*item)

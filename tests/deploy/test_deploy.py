@@ -463,7 +463,7 @@ def test_every_alert_has_a_unit_test_where_it_fires():
     assert fired == alerts
     # What the issue asks for: worker down, lag growing, dead letters, no matches applied, recovery too slow.
     assert {"RatingsWorkerDown", "RatingsConsumerLagGrowing", "RatingsDeadLetters", "RatingsProcessingStalled",
-            "RatingsRecoveryTooSlow"} <= alerts
+            "RatingsTakeUpTooSlow"} <= alerts
 
 
 # -- Grafana ----------------------------------------------------------------------------------
@@ -652,7 +652,7 @@ def test_k8s_statefulset(k8s, monkeypatch):
     text = leagues["data"][next(i["key"] for i in volume["configMap"]["items"] if i["path"] == config_path.name)]
     LeagueConfig.from_toml(text, "leagues.toml")
     assert text == (DEPLOY / "leagues.toml").read_text(), "the ConfigMap's leagues.toml differs from deploy/leagues.toml"
-    # Probes: /ready (503 while rebalancing or restoring) for readiness, /health otherwise.
+    # Probes: /ready (503 while rebalancing or taking partitions up) for readiness, /health otherwise.
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert "readinessProbe" in container and "livenessProbe" in container
     for probe in [p for p in ("startupProbe", "readinessProbe", "livenessProbe") if p in container]:
@@ -720,7 +720,7 @@ def test_k8s_service_monitor_scrapes_each_worker_once_as_the_alerts_expect(k8s, 
                 if kind == "Service" and wanted.items() <= o["metadata"]["labels"].items()]
     assert selected == [sts["spec"]["serviceName"]]
     service = k8s[("Service", selected[0])]
-    assert service["spec"]["publishNotReadyAddresses"] is True  # a restoring worker is scraped too
+    assert service["spec"]["publishNotReadyAddresses"] is True  # a worker taking partitions up is scraped too
     (endpoint,) = spec["endpoints"]
     assert set(endpoint) <= SERVICE_MONITOR_ENDPOINT
     # The named port is the Service's, which leads to the worker's web port.

@@ -198,7 +198,7 @@ def test_two_workers_share_partitions_and_a_fresh_worker_restores_from_changelog
         # all league state it serves comes back from the changelogs.
         b.stop(signal.SIGTERM)
         wait_for(lambda: assigned(c) == set(range(8)), 120, "the fresh worker to own every partition", workers=[c])
-        assert c.health()["restored_records"] > 0
+        assert c.health()["take_up_records"] > 0
         assert_same_state(c, ledger_all)
     finally:
         for w in (a, b, c):

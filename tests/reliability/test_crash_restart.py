@@ -53,7 +53,7 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
     mid_stream = 0  # kills that hit the worker while matches were still unapplied
     recovery = []  # seconds from a restart to its first applied match
     changelog_at_kill = 0  # records in the changelog when the worker was last killed
-    restored = []  # changelog records each restart read
+    taken_up = []  # changelog records each restart read
     try:
         while kills < KILLS:
             # Let it get going, then kill it at a random moment while it applies.
@@ -65,11 +65,11 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
                     recovery.append(health["first_applied_at"] - spawned)
                 # On its data directory a restart reads only the changelog past its last
                 # checkpoint; on an empty one, all of it.
-                restored.append(health["restored_records"])
+                taken_up.append(health["take_up_records"])
                 if fresh_dir:
-                    assert health["restored_records"] >= 0.9 * changelog_at_kill
+                    assert health["take_up_records"] >= 0.9 * changelog_at_kill
                 else:
-                    assert health["restored_records"] < 0.5 * changelog_at_kill
+                    assert health["take_up_records"] < 0.5 * changelog_at_kill
             time.sleep(rng.uniform(1.0, 4.0))
             applied = sum(max(0, league_matches(worker, l)) for l in counts)
             worker.kill()
@@ -96,7 +96,7 @@ def test_sigkill_and_restart_loses_nothing_and_applies_nothing_twice(broker, tmp
         assert published <= expected_ids
         print(f"{KILLS} kills ({mid_stream} mid-stream), {total} matches; recovery to first applied match: "
               + ", ".join(f"{r:.1f} s" for r in recovery) + "; changelog records read by each restart: "
-              + ", ".join(map(str, restored)))
+              + ", ".join(map(str, taken_up)))
     finally:
         worker.stop()
 
@@ -151,7 +151,7 @@ def test_a_restore_killed_part_way_goes_on_from_what_it_stored(broker, tmp_path)
             worker.kill()
         assert killed_restoring == 2, "no kill hit a restore in progress"
         wait_for(lambda: set(assigned(worker)) == set(range(8)), 120, "the last restart to be ready", workers=[worker])
-        read = worker.health()["restored_records"]
+        read = worker.health()["take_up_records"]
         assert read < changelog, (read, changelog)  # it went on from what the killed restores stored
         assert_same_state(worker, ledger)
         print(f"restore killed twice part-way; the last restart read {read:,} of {changelog:,} changelog records")

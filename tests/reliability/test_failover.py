@@ -57,14 +57,14 @@ def test_the_standby_takes_over_a_killed_owners_partitions_without_a_full_restor
         time.sleep(5)
         # Kill the owner mid-stream: the standby takes its partitions over.
         owned_by_a = set(a.health()["assigned_partitions"])
-        restored_before = b.health()["restored_records"]
+        read_before = b.health()["take_up_records"]
         a.kill()
         killed = time.monotonic()
         wait_for(lambda: assigned(b) == set(range(8)), 60, "the survivor to own every partition", workers=[b])
         took_over = time.monotonic() - killed
         changelog = asyncio.run(records_in(broker.bootstrap, f"{prefix}-state-changelog"))
-        read = b.health()["restored_records"] - restored_before
-        # Only the tail past the standby's last checkpoints (a restore from the start reads them all).
+        read = b.health()["take_up_records"] - read_before
+        # Only the tail past the standby's last checkpoints (a take-up from empty reads them all).
         assert read < 0.2 * changelog * len(owned_by_a) / 8, (read, changelog)
         publisher.join(120)
         assert publisher.error is None, publisher.error

@@ -565,7 +565,7 @@ async def test_a_stale_local_state_gives_way_to_a_newer_owners_write_back(tmp_pa
     assert [f["action"] for f in b.committer.started_over] == ["local state written back"]
     a.abandon()
     await a.take_up([partition])
-    assert [f["action"] for f in a.committer.started_over] == ["restored from a newer start"]
+    assert [f["action"] for f in a.committer.started_over] == ["replaced by a newer start"]
     await a.apply_batch(records[30:])
     ledger, _ = expected({partition: records})
     assert_committed_state_is(local(a_store), ledger)
@@ -594,7 +594,7 @@ async def test_input_removed_by_retention_before_it_was_applied_is_skipped_and_s
 async def test_a_changelog_written_before_entries_is_taken_up_in_place_and_entries_follow_it(tmp_path):
     """Upgrading in place (docs/operations.md): a changelog that holds rows of the format
     before entries, and a batch of them that never completed, is taken up by this release,
-    which applies the rest of the input after it; restored on an empty directory, the old
+    which applies the rest of the input after it; taken up on an empty directory, the old
     rows and the entries after them end at the replay."""
     log = input_log(2)
     first = {p: records[:40] for p, records in log.items()}
