@@ -33,7 +33,7 @@ class ApiError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
-// A 503 is a worker taking partitions up (rebalancing, restoring): it answers
+// A 503 is a worker taking partitions up (rebalancing, or after a restart): it answers
 // again within seconds, so ask again a few times before showing an error.
 const RETRIES = [500, 1000, 2000, 4000];
 
