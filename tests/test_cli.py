@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from stream_app import cli
-from stream_app.client import RatingsClient
+from stream_app.client import InputProducer, RatingsClient
 from stream_app.inputs import BadEvent, SeasonStart, parse_input, parse_time
 
 
@@ -153,7 +153,7 @@ def producer(monkeypatch) -> FakeProducer:
         fake.starts += 1
         self._producer = fake
 
-    monkeypatch.setattr(RatingsClient, "start", start)
+    monkeypatch.setattr(InputProducer, "start", start)
     return fake
 
 
@@ -228,7 +228,7 @@ def test_season_start_exits_2_when_the_broker_cannot_be_reached(monkeypatch, cap
     async def start(self, *, ensure_topics: bool = True) -> None:
         raise KafkaConnectionError("Unable to bootstrap from [('127.0.0.1', 1)]")
 
-    monkeypatch.setattr(RatingsClient, "start", start)
+    monkeypatch.setattr(InputProducer, "start", start)
     assert cli.main(["season-start", "arena", "s1", "--broker", "kafka://127.0.0.1:1"]) == 2
     assert capsys.readouterr().err.startswith("ratings season-start: cannot publish to kafka://127.0.0.1:1: ")
 

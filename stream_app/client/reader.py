@@ -1,5 +1,5 @@
 """Reading the workers' HTTP API from Python (ApiReader), on its own or as the
-reading part of RatingsClient (client.py); no broker needed.
+reading part of RatingsClient (client/__init__.py); no broker needed.
 
     reader = ApiReader("http://127.0.0.1:6066")
     try:
@@ -27,7 +27,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from .settings import Settings
+from ..settings import Settings
 
 MAX_HISTORY_PAGE = 1_000  # the API's largest history page
 
@@ -163,7 +163,7 @@ class ApiReader:
         if isinstance(exc, TimeoutError):
             return f"no answer within {self.request_timeout:g} s"
         error = getattr(exc, "os_error", None)  # a failed connection: the socket's own error
-        if isinstance(error, OSError) and (error.errno or 0) > 0:
+        if isinstance(error, OSError) and error.errno is not None and error.errno > 0:
             return os.strerror(error.errno)
         return (error.strerror if isinstance(error, OSError) else None) or str(exc) or type(exc).__name__
 

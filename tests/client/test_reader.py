@@ -16,8 +16,8 @@ import pytest
 from aiohttp import web
 
 from stream_app import cli
-from stream_app.api_reader import ApiReader
-from stream_app.client import ApiError, ApiUnreachable, RatingsClient
+from stream_app.client.reader import ApiReader
+from stream_app.client import ApiError, ApiUnreachable, EventFollower, InputProducer, RatingsClient
 from stream_app.processes import free_port
 from stream_app.settings import Settings
 
@@ -89,13 +89,15 @@ async def test_reads_need_no_broker_and_quote_ids_in_paths_and_queries():
     ]
 
 
-def test_the_client_offers_every_read_of_its_reader_with_the_same_parameters():
-    reads = {name: fn for name, fn in inspect.getmembers(ApiReader, inspect.isfunction)
-             if not name.startswith("_") and name != "close"}
-    assert len(reads) >= 12
-    for name, read in reads.items():
+@pytest.mark.parametrize("part, own, least", [(ApiReader, {"close"}, 12), (InputProducer, {"start", "stop"}, 6),
+                                              (EventFollower, set(), 2)])
+def test_the_client_offers_every_method_of_its_parts_with_the_same_parameters(part, own, least):
+    methods = {name: fn for name, fn in inspect.getmembers(part, inspect.isfunction)
+               if not name.startswith("_") and name not in own}
+    assert len(methods) >= least
+    for name, method in methods.items():
         offered = getattr(RatingsClient, name)
-        assert inspect.signature(offered).parameters == inspect.signature(read).parameters, name
+        assert inspect.signature(offered).parameters == inspect.signature(method).parameters, name
 
 
 async def test_the_reader_alone_reads_as_the_client_does():

@@ -1,0 +1,92 @@
+"""What the client's parts share: the broker, the service's topics and how to
+reach them (security, timeouts), and creating those topics when they are missing."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..security import KafkaSecurity
+from ..settings import DEFAULTS, Settings, bootstrap_servers
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KafkaConnection:
+    """A broker and the service's three topics on it."""
+
+    broker: str = DEFAULTS.broker
+    match_topic: str = DEFAULTS.match_topic
+    changes_topic: str = DEFAULTS.changes_topic
+    dlq_topic: str = DEFAULTS.dlq_topic
+    partitions: int = DEFAULTS.partitions
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    client_id: str = "ratings-client"
+    request_timeout: float = 30.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **options: Any) -> "KafkaConnection":
+        """The broker, topics and security of a worker's settings."""
+        return cls(settings.broker, settings.match_topic, settings.changes_topic, settings.dlq_topic,
+                   settings.partitions, settings.security, **options)
+
+    @property
+    def bootstrap(self) -> str:
+        return bootstrap_servers(self.broker)
+
+    def options(self) -> dict[str, Any]:
+        """The keyword arguments every aiokafka client of this connection takes."""
+        return {
+            "bootstrap_servers": self.bootstrap,
+            "client_id": self.client_id,
+            "request_timeout_ms": int(self.request_timeout * 1000),
+            **self.security.aiokafka_kwargs(),
+        }
+
+    async def ensure_topics(
+        self, partitions: int | None = None, *, replication_factor: int = 1, extra: Iterable[str] = (),
+        compacted: Iterable[str] = (),
+    ) -> dict[str, int]:
+        """Create the match, rating-changes and dead-letter topics if they are missing
+        (and `extra` ones, and `compacted` ones with cleanup.policy=compact).
+
+        Idempotent. Returns {topic: partition count}; a topic that already exists
+        keeps its partition count (a warning is logged if it differs).
+        """
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+        partitions = partitions or self.partitions
+        compacted = list(compacted)
+        names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra, *compacted]
+        admin = AIOKafkaAdminClient(**self.options())
+        await admin.start()
+        try:
+            existing = set(await admin.list_topics())
+            missing = [name for name in names if name not in existing]
+            if missing:
+                response = await admin.create_topics(
+                    [NewTopic(name, partitions, replication_factor,
+                              topic_configs={"cleanup.policy": "compact"} if name in compacted else {})
+                     for name in missing]
+                )
+                for name, code, message in _topic_errors(response):
+                    if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS (a concurrent creator)
+                        raise RuntimeError(f"cannot create topic {name!r}: error {code}: {message}")
+            described = await admin.describe_topics(names)
+        finally:
+            await admin.close()
+        counts = {entry["topic"]: len(entry["partitions"]) for entry in described}
+        for name, count in counts.items():
+            if count != partitions:
+                log.warning("topic %r has %d partitions, not %d", name, count, partitions)
+        return counts
+
+
+def _topic_errors(response: Any) -> list[tuple[str, int, str | None]]:
+    out = []
+    for entry in response.topic_errors:
+        name, code = entry[0], entry[1]
+        out.append((name, code, entry[2] if len(entry) > 2 else None))
+    return out

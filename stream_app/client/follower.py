@@ -1,0 +1,133 @@
+"""Following what the workers publish: rating-changed events and dead letters,
+group-less (every partition, from the beginning or from now on)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, AsyncIterator, Callable
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from .connection import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+
+class EventFollower:
+    """Iterators over the events out of a connection's topics."""
+
+    def __init__(self, connection: KafkaConnection):
+        self.connection = connection
+
+    def changes(self, league: str | None = None, player: str | None = None, from_beginning: bool = False, *,
+                on_ready: Callable[[], None] | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Rating-changed events (dicts), optionally of one league and/or player.
+
+        Group-less: reads every partition with a fresh consumer, from the
+        beginning or from now on. Runs until the iterator is closed (use
+        contextlib.aclosing, or break out of `async for` and let it be finalized).
+        on_ready() is called once the consumer is positioned: events published
+        after that are seen.
+        """
+
+        return self._follow(self.connection.changes_topic, _having(league=league, player=player), from_beginning, on_ready)
+
+    def dead_letters(self, league: str | None = None, reason: str | None = None, from_beginning: bool = False, *,
+                     on_ready: Callable[[], None] | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Dead-letter events (dicts) of the DLQ topic, optionally of one league and/or reason code."""
+
+        return self._follow(self.connection.dlq_topic, _having(league=league, reason=reason), from_beginning, on_ready)
+
+    async def _follow(
+        self,
+        topic: str,
+        keep: Callable[[dict[str, Any]], bool],
+        from_beginning: bool,
+        on_ready: Callable[[], None] | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        consumer = AIOKafkaConsumer(
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest" if from_beginning else "latest",
+            **self.connection.options(),
+        )
+        await consumer.start()
+        try:
+            partitions = await _partitions(consumer, topic, self.connection)
+            consumer.assign(partitions)
+            if from_beginning:
+                await consumer.seek_to_beginning(*partitions)
+            else:
+                await _seek_to_true_end(consumer, partitions)
+            if on_ready is not None:
+                on_ready()
+            while True:
+                batches = await consumer.getmany(timeout_ms=1000)
+                for tp in sorted(batches):
+                    for record in batches[tp]:
+                        try:
+                            event = orjson.loads(record.value)
+                        except (orjson.JSONDecodeError, TypeError):
+                            log.warning("%s[%d]@%d: not JSON, skipped", tp.topic, tp.partition, record.offset)
+                            continue
+                        if isinstance(event, dict) and keep(event):
+                            yield event
+        finally:
+            await consumer.stop()
+
+
+def _having(**wanted: str | None) -> Callable[[dict[str, Any]], bool]:
+    """Events whose fields have the wanted values (None: any)."""
+    wanted = {name: value for name, value in wanted.items() if value is not None}
+    return lambda event: all(event.get(name) == value for name, value in wanted.items())
+
+
+async def _partitions(consumer: AIOKafkaConsumer, topic: str, connection: KafkaConnection) -> list[TopicPartition]:
+    """The topic's partitions; creates the project's topics if it is missing (best effort), then waits."""
+    await consumer.topics()  # a metadata refresh
+    found = consumer.partitions_for_topic(topic)
+    if not found:
+        try:
+            await connection.ensure_topics()
+        except Exception as exc:  # no permission, say: wait for someone else to create it
+            log.warning("cannot create topic %r (%s); waiting for it to appear", topic, exc)
+    waited = 0.0
+    while not found:
+        await consumer.topics()
+        found = consumer.partitions_for_topic(topic)
+        if not found:
+            if waited == 5.0:
+                log.warning("topic %r does not exist yet; waiting", topic)
+            await asyncio.sleep(0.5)
+            waited += 0.5
+    return [TopicPartition(topic, p) for p in sorted(found)]
+
+
+async def _seek_to_true_end(consumer: AIOKafkaConsumer, partitions: list[TopicPartition], timeout: float = 10.0) -> None:
+    """Position every partition at its real end. Tansu's ListOffsets(latest) says the base
+    offset of the last record batch + 1, so seek_to_end() would replay that batch's tail; a
+    fetch's high watermark is right. On Kafka the reported end is right already."""
+    reported = await consumer.end_offsets(partitions)
+    probe = [tp for tp in partitions if reported[tp] > 0]
+    for tp in partitions:
+        consumer.seek(tp, max(reported[tp] - 1, 0))
+    if probe:
+        deadline = asyncio.get_running_loop().time() + timeout
+        seen: dict[TopicPartition, int] = {}
+        while len(seen) < len(probe) and asyncio.get_running_loop().time() < deadline:
+            await consumer.getmany(*[tp for tp in probe if tp not in seen], timeout_ms=200)
+            for tp in probe:
+                high = consumer.highwater(tp)
+                if high is not None and tp not in seen:
+                    seen[tp] = high
+        for tp in probe:
+            end = seen.get(tp)
+            if end is None:
+                log.warning("%s[%d]: no high watermark within %.0f s; starting at the reported end", tp.topic, tp.partition, timeout)
+                end = reported[tp]
+            consumer.seek(tp, end)
+    for tp in partitions:
+        if reported[tp] == 0:
+            consumer.seek(tp, 0)
