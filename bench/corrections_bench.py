@@ -39,7 +39,7 @@ from stream_app.offline.sample import two_player_league
 from stream_app.apply import apply
 from stream_app.rerate import Rerated
 
-from .streamtools import ROOT, Collector, Topics, BenchWorker, command_main, create_topics, keyed, log, publish
+from .streamtools import ROOT, Collector, BenchWorker, command_main, create_topics, log, publish, stage_topics
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
 CODEFORCES_CONFIG = ROOT / "deploy" / "accuracy" / "codeforces-elo-mmr.toml"
@@ -85,19 +85,19 @@ def stream_void(matches: int, players: int = 1000) -> dict[str, Any]:
     try:
         config_path = tmp / "leagues.toml"
         config_path.write_text(ELO)
-        topics = Topics("void")
+        topics = stage_topics("void")
         asyncio.run(create_topics(broker.url, topics))
-        asyncio.run(publish(broker.bootstrap, topics.match, keyed(docs)))
+        asyncio.run(publish(broker.bootstrap, topics.match_topic, docs))
         worker = BenchWorker(broker.url, topics, "void", tmp / "data", config_path, tmp, "worker")
         worker.wait(lambda h: h["applied"] >= matches, 600, f"{matches:,} matches applied")
         arrived: list[float] = []
-        collector = Collector(broker.bootstrap, topics.changes,
+        collector = Collector(broker.bootstrap, topics.changes_topic,
                               lambda event, now: arrived.append(now) if event.get("cause") == "correction" else None,
                               max_wait_ms=10)
         collector.start()
         collector.positioned.wait(30)
         sent = time.time()  # the collector's clock
-        asyncio.run(publish(broker.bootstrap, topics.match, keyed([command])))
+        asyncio.run(publish(broker.bootstrap, topics.match_topic, [command]))
         deadline = time.monotonic() + 300
         while len(arrived) < expected and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -60,12 +60,11 @@ from typing import Any
 
 import orjson
 
-from stream_app import processes
 from stream_app.broker import EmbeddedBroker
-from tests.support.names import Topics
-from tests.support.workers import FAST_GROUP
+from stream_app.settings import DEFAULTS, Settings
 
-from .streamtools import BenchWorker, command_main, cpu_seconds, create_topics, dir_size, log, profile, publish, vm_hwm
+from .streamtools import (BenchWorker, command_main, cpu_seconds, create_topics, dir_size, log, profile, publish,
+                          stage_topics, vm_hwm)
 
 LEAGUE = "big"
 KINDS = ("leaderboard", "page", "player", "around", "history", "predict", "versus")
@@ -119,14 +118,13 @@ def match(j: int, a: int, b: int, prefix: str = "m") -> bytes:
                          "participants": [{"player": f"p{a}", "rank": 1}, {"player": f"p{b}", "rank": 2}]})
 
 
-def fill_matches(players: int, first: int, count: int, rng: random.Random) -> list[tuple[bytes, bytes]]:
+def fill_matches(players: int, first: int, count: int, rng: random.Random) -> list[bytes]:
     """Matches first .. first+count-1 of the fill: match j pairs players 2j and 2j+1
     while there are any, then two players at random."""
-    key = LEAGUE.encode()
     out = []
     for j in range(first, first + count):
         a, b = (2 * j, 2 * j + 1) if 2 * j + 1 < players else rng.sample(range(players), 2)
-        out.append((key, match(j, a, b)))
+        out.append(match(j, a, b))
     return out
 
 
@@ -368,26 +366,24 @@ class ReadsBench:
             shutil.rmtree(self.tmp, ignore_errors=True)
         return problems
 
-    def start_worker(self, topics: Topics) -> BenchWorker:
+    def start_worker(self, topics: Settings) -> BenchWorker:
+        # The group's timing given explicitly: a worker from another checkout runs with this one's defaults.
+        group = ["--session-timeout", str(DEFAULTS.session_timeout),
+                 "--heartbeat-interval", str(DEFAULTS.heartbeat_interval)]
         code = self.args.worker_code
         if code is None:
-            return BenchWorker(self.broker.url, topics, topics.prefix, self.tmp / "data", None, self.tmp, "reads",
-                          extra_args=FAST_GROUP)
+            return BenchWorker(self.broker.url, topics, topics.app_id, self.tmp / "data", None, self.tmp, "reads",
+                               extra_args=group)
         # The same worker, run from another checkout: its directory first on the path.
-        worker = BenchWorker.__new__(BenchWorker)
-        worker.started, worker.name = time.time(), "reads-other-code"
-        port = processes.free_port()
-        processes.WorkerProcess.__init__(
-            worker, self.broker.url, self.tmp / "data", self.tmp / f"{worker.name}-{port}.log",
-            args=[*topics.cli_args(), "--app-id", topics.prefix, *FAST_GROUP], port=port, cwd=code.resolve(),
-            env={"PYTHONPATH": str(code.resolve())})
-        return worker
+        return BenchWorker(self.broker.url, topics, topics.app_id, self.tmp / "data", None, self.tmp,
+                           "reads-other-code", extra_args=group, env={"PYTHONPATH": str(code.resolve())},
+                           code=code.resolve())
 
     # -- 1. fill -------------------------------------------------------------------------
     def fill(self) -> dict[str, Any]:
         args = self.args
         self.broker = EmbeddedBroker(log=self.tmp / "broker.log").start()
-        topics = self.topics = Topics("reads")
+        topics = self.topics = stage_topics("reads")
         asyncio.run(create_topics(self.broker.url, topics))
         self.worker = self.start_worker(topics)
         code = f"from {args.worker_code}" if args.worker_code else "from this checkout"
@@ -397,7 +393,7 @@ class ReadsBench:
         note = started + 10
         chunk = 25_000
         for first in range(0, args.matches, chunk):
-            asyncio.run(publish(self.broker.bootstrap, topics.match,
+            asyncio.run(publish(self.broker.bootstrap, topics.match_topic,
                                 fill_matches(args.players, first, min(chunk, args.matches - first), self.rng)))
             if time.monotonic() > note:
                 health = self.worker.health() or {}
@@ -539,8 +535,9 @@ class ReadsBench:
         ctx = multiprocessing.get_context("spawn")
         stop, acked, results = ctx.Event(), ctx.Value("q", 0), ctx.Queue()
         publisher = ctx.Process(target=steady_publisher, name="steady-publisher", daemon=True,
-                                args=(self.broker.bootstrap, self.topics.match, args.players, args.rate, args.matches,
-                                      args.seed + 1, stop, acked, results, args.max_seconds + args.warm_seconds + 300))
+                                args=(self.broker.bootstrap, self.topics.match_topic, args.players, args.rate,
+                                      args.matches, args.seed + 1, stop, acked, results,
+                                      args.max_seconds + args.warm_seconds + 300))
         publisher.start()
         spy: dict[str, Any] = {}
         spy_thread = None

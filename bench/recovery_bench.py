@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+from concurrent.futures import ThreadPoolExecutor
 import tempfile
 import time
 from pathlib import Path
@@ -29,11 +30,10 @@ from typing import Any
 import orjson
 
 from stream_app.broker import EmbeddedBroker
-from stream_app.settings import DEFAULTS
-from tests.support.kafka import SteadyPublisher, records_in
-from tests.support.names import Topics
+from stream_app.settings import DEFAULTS, Settings
 
-from .streamtools import PARTITIONS, BenchWorker, compiled_copy, create_topics, dir_size, log, publish, vm_hwm
+from .streamtools import (PARTITIONS, BenchWorker, compiled_copy, create_topics, dir_size, log, publish, send_paced,
+                          stage_topics, vm_hwm)
 
 LEAGUE = "big"
 
@@ -52,19 +52,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def league_matches(players: int, matches: int, prefix: str, rng: random.Random) -> list[tuple[bytes, bytes]]:
+def league_matches(players: int, matches: int, prefix: str, rng: random.Random) -> list[bytes]:
     """`matches` two-player matches in one league: the first players/2 bring every player in, the rest pair at random."""
-    records = []
+    events = []
     for j in range(matches):
         a, b = (2 * j, 2 * j + 1) if 2 * j + 1 < players else rng.sample(range(players), 2)
         doc = {"match_id": f"{prefix}{j}", "league": LEAGUE,
                "participants": [{"player": f"p{a}", "rank": 1}, {"player": f"p{b}", "rank": 2}]}
-        records.append((LEAGUE.encode(), orjson.dumps(doc)))
-    return records
+        events.append(orjson.dumps(doc))
+    return events
 
 
-async def consume_all(bootstrap: str, topic: str) -> tuple[int, float]:
-    """Read every record of a topic with a plain consumer (large fetches, no processing): (records, seconds)."""
+async def consume_all(bootstrap: str, topic: str) -> tuple[int, float, int]:
+    """Read every record of a topic with a plain consumer (large fetches, no processing):
+    (records, seconds, the sum of the partitions' end offsets)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from stream_app.stream.intake import RANGE_FETCH
@@ -75,6 +76,7 @@ async def consume_all(bootstrap: str, topic: str) -> tuple[int, float]:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)  # the embedded broker reports an end up to one record batch short
         count, idle, started = 0, 0, time.perf_counter()
         last = started
         while idle < 3:  # three empty fetches in a row: the end (the broker under-reports ends)
@@ -85,7 +87,7 @@ async def consume_all(bootstrap: str, topic: str) -> tuple[int, float]:
                 idle, last = 0, time.perf_counter()
             else:
                 idle += 1
-        return count, last - started
+        return count, last - started, sum(ends.values())
     finally:
         await consumer.stop()
 
@@ -104,8 +106,8 @@ class RecoveryBench:
         self.brokers.append(broker)
         return broker
 
-    def worker(self, broker: EmbeddedBroker, topics: Topics, name: str, data: str) -> BenchWorker:
-        worker = BenchWorker(broker.url, topics, topics.prefix, self.tmp / data, None, self.tmp, name, env=self.env)
+    def worker(self, broker: EmbeddedBroker, topics: Settings, name: str, data: str) -> BenchWorker:
+        worker = BenchWorker(broker.url, topics, topics.app_id, self.tmp / data, None, self.tmp, name, env=self.env)
         self.workers.append(worker)
         return worker
 
@@ -124,19 +126,18 @@ class RecoveryBench:
 
     def restart(self, players: int, matches: int) -> dict[str, Any]:
         broker = self.broker()
-        topics = Topics(f"rec{players}")
+        topics = stage_topics(f"rec{players}")
         asyncio.run(create_topics(broker.url, topics))
         rng = random.Random(players)
-        asyncio.run(publish(broker.bootstrap, topics.match, league_matches(players, matches, "m", rng)))
+        asyncio.run(publish(broker.bootstrap, topics.match_topic, league_matches(players, matches, "m", rng)))
         builder = self.worker(broker, topics, f"rec{players}-build", f"rec{players}-a")
         health = builder.wait(lambda h: h["applied"] >= matches, matches / 500 + 600, f"{matches:,} applied",
                               lambda h: f"{players:,} players: building, {h['applied']:,} of {matches:,} applied")
         build_s = time.time() - health["first_applied_at"]
         log(f"{players:,} players: {matches:,} matches applied in {build_s:.0f} s")
         builder.kill()
-        changelog = f"{topics.prefix}-state-changelog"
-        records = asyncio.run(records_in(broker.bootstrap, changelog))
-        read, read_s = asyncio.run(consume_all(broker.bootstrap, changelog))
+        changelog = topics.changelog_topic
+        read, read_s, records = asyncio.run(consume_all(broker.bootstrap, changelog))
         log(f"{players:,} players: the changelog holds {read:,} records; a plain consumer reads them in {read_s:.2f} s "
             f"({read / read_s:,.0f}/s)")
         result: dict[str, Any] = {"players": players, "matches": matches, "build_s": build_s,
@@ -145,7 +146,7 @@ class RecoveryBench:
                                   "data_dir_bytes": dir_size(builder.data_dir)}
         for case, data in (("same_dir", f"rec{players}-a"), ("empty_dir", f"rec{players}-b")):
             # A few new matches wait in the topic: the restarted worker's first applied match.
-            asyncio.run(publish(broker.bootstrap, topics.match, league_matches(players, 5, f"{case}-", rng)))
+            asyncio.run(publish(broker.bootstrap, topics.match_topic, league_matches(players, 5, f"{case}-", rng)))
             worker = self.worker(broker, topics, f"rec{players}-{case}", data)
             ready = worker.wait(lambda h: h["ready"], 600, "ready", interval=0.05)
             ready_s = time.time() - worker.started
@@ -171,7 +172,7 @@ class RecoveryBench:
 
     def failover(self) -> dict[str, Any]:
         broker = self.broker()
-        topics = Topics("failover")
+        topics = stage_topics("failover")
         asyncio.run(create_topics(broker.url, topics))
         seconds = 40.0 if self.args.quick else 90.0
         rng = random.Random(3)
@@ -194,8 +195,11 @@ class RecoveryBench:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the two workers never split the partitions:\n{a.log_tail()}\n{b.log_tail()}")
             time.sleep(0.5)
-        publisher = SteadyPublisher(broker.bootstrap, topics.match, records, seconds=seconds)
-        publisher.start()
+        # Paced over `seconds` in a thread of its own; its result raises what failed in it.
+        pool = ThreadPoolExecutor(1, thread_name_prefix="failover-publisher")
+        publisher = pool.submit(asyncio.run,
+                                send_paced(broker.bootstrap, topics.match_topic, records, self.args.failover_rate))
+        pool.shutdown(wait=False)
         time.sleep(seconds / 3)
         owned = set(a.health()["assigned_partitions"])
         a.kill()
@@ -206,7 +210,7 @@ class RecoveryBench:
         applied_then = health["applied"]
         b.wait(lambda h: h["applied"] > applied_then, 60, "matches applied after the takeover", interval=0.05)
         applying = time.time() - killed
-        publisher.join(seconds + 60)
+        publisher.result(seconds + 60)
         result = {"rate": self.args.failover_rate, "owned_by_killed": sorted(owned), "kill_to_owning_s": took,
                   "kill_to_applying_s": applying, "take_up_s": health["take_up_seconds"],
                   "restored_records": health["restored_records"], "survivor_peak_rss_bytes": vm_hwm(b.pid),

@@ -30,8 +30,8 @@ import orjson
 from stream_app.broker import EmbeddedBroker
 from stream_app.offline.sample import two_player_league
 
-from .streamtools import (ROOT, BenchWorker, Topics, command_main, cpu_seconds, create_topics, log, send_paced, vm_hwm,
-                          vm_rss)
+from .streamtools import (ROOT, BenchWorker, command_main, cpu_seconds, create_topics, log, send_paced, stage_topics,
+                          vm_hwm, vm_rss)
 
 MIB = 1024 * 1024
 LEAGUES = 50
@@ -132,14 +132,15 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     worker = None
     stop = threading.Event()
     try:
-        topics = Topics("soak")
+        topics = stage_topics("soak")
         asyncio.run(create_topics(broker.url, topics))
         worker = BenchWorker(broker.url, topics, "soak", tmp / "data", config, tmp, "soak")
         worker.wait(lambda h: True, 120, "the worker's /health")
         seconds = args.minutes * 60
         sent = [0]
         publisher = threading.Thread(
-            target=lambda: asyncio.run(publish_steadily(broker.bootstrap, topics.match, args.rate, seconds, sent, stop)),
+            target=lambda: asyncio.run(publish_steadily(broker.bootstrap, topics.match_topic, args.rate, seconds, sent,
+                                                        stop)),
             name="soak-publisher", daemon=True)
         samples: list[dict[str, Any]] = []
         stopped = None

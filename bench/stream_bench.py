@@ -58,13 +58,14 @@ import orjson
 
 from stream_app.broker import EmbeddedBroker
 from stream_app.offline.sample import multi_player_league, two_player_league
+from stream_app.settings import Settings
 from stream_app.stream.kafka_io import send_batches
 from stream_app.stream.partitioner import key_partition
 
 from . import elo_job, quix_app
-from .streamtools import (PARTITIONS, ROOT, Collector, PhaseSampler, Topics, BenchWorker, command_main, compiled_copy,
-                          cpu_seconds, create_topics, dir_size, keyed, log, percentiles, profile, publish, send_paced,
-                          source_copy, vm_hwm, vm_rss, wait_until)
+from .streamtools import (PARTITIONS, ROOT, Collector, PhaseSampler, BenchWorker, command_main, compiled_copy,
+                          cpu_seconds, create_topics, dir_size, log, percentiles, profile, publish, send_paced,
+                          source_copy, stage_topics, vm_hwm, vm_rss, wait_until)
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
 CODEFORCES_CONFIG = ROOT / "deploy" / "accuracy" / "codeforces-elo-mmr.toml"
@@ -138,7 +139,7 @@ class Bench:
         self.brokers.append(broker)
         return broker
 
-    def worker(self, broker: EmbeddedBroker, topics: Topics, app_id: str, name: str, config: Path | None = None,
+    def worker(self, broker: EmbeddedBroker, topics: Settings, app_id: str, name: str, config: Path | None = None,
                extra_args: list[str] = (), env: dict[str, str] | None = None) -> BenchWorker:
         data = self.tmp / f"data-{name}"
         worker = BenchWorker(broker.url, topics, app_id, data, config or self.config, self.tmp, name, extra_args=list(extra_args),
@@ -172,22 +173,22 @@ class Bench:
         rng = random.Random(6)
         per_league = [two_player_league(f"elo-{k:02d}", 1000, n // LEAGUES + 1, rng) for k in range(LEAGUES)]
         events = [e for round_ in zip(*per_league) for e in round_][:n]  # interleaved, each league in order
-        records = keyed(events)
+        records = [orjson.dumps(e) for e in events]
         del events
         broker = self.broker()
-        topics = Topics("tput")
+        topics = stage_topics("tput")
         asyncio.run(create_topics(broker.url, topics))
         started = time.perf_counter()
-        asyncio.run(publish(broker.bootstrap, topics.match, records))
+        asyncio.run(publish(broker.bootstrap, topics.match_topic, records))
         log(f"published {n:,} matches in {time.perf_counter() - started:.1f} s")
 
-        out = Topics("ceiling")
+        out = stage_topics("ceiling")
         asyncio.run(create_topics(broker.url, out))
-        ceiling_s = asyncio.run(ceiling_loop(broker.bootstrap, topics.match, out.changes, n))
+        ceiling_s = asyncio.run(ceiling_loop(broker.bootstrap, topics.match_topic, out.changes_topic, n))
         ceiling = n / ceiling_s
         log(f"ceiling: {n:,} matches in {ceiling_s:.1f} s = {ceiling:,.0f} matches/s")
 
-        quix = self.quix(broker, topics.match, n)
+        quix = self.quix(broker, topics.match_topic, n)
 
         run = self.service(broker, topics, n, "service")
         service = run["matches_per_s"]
@@ -204,9 +205,9 @@ class Bench:
         if not self.args.no_compiled:
             # The same worker on the per-match path compiled by mypyc (deploy/compile.py), same input.
             env = compiled_copy(self.tmp / "compiled")
-            again = Topics("tput-compiled")
+            again = stage_topics("tput-compiled")
             asyncio.run(create_topics(broker.url, again))
-            asyncio.run(publish(broker.bootstrap, again.match, records))
+            asyncio.run(publish(broker.bootstrap, again.match_topic, records))
             compiled = self.service(broker, again, n, "service-compiled", env)
             log(f"service, compiled: {n:,} matches in {compiled['seconds']:.1f} s = "
                 f"{compiled['matches_per_s']:,.0f} matches/s ({compiled['matches_per_s'] / service:.2f} x plain Python)")
@@ -218,9 +219,9 @@ class Bench:
         if self.args.baseline:
             # The same worker as an earlier revision has it, same input: with (2) just before, a ratio.
             env = source_copy(self.args.baseline, self.tmp / "baseline")
-            again = Topics("tput-baseline")
+            again = stage_topics("tput-baseline")
             asyncio.run(create_topics(broker.url, again))
-            asyncio.run(publish(broker.bootstrap, again.match, records))
+            asyncio.run(publish(broker.bootstrap, again.match_topic, records))
             base = self.service(broker, again, n, "service-baseline", env)
             base["revision"] = self.args.baseline
             base["ratio_plain_to_baseline"] = service / base["matches_per_s"]
@@ -236,11 +237,11 @@ class Bench:
         broker.stop()
         return result
 
-    def service(self, broker: EmbeddedBroker, topics: Topics, n: int, name: str,
+    def service(self, broker: EmbeddedBroker, topics: Settings, n: int, name: str,
                 env: dict[str, str] | None = None) -> dict[str, Any]:
         """One worker through the n matches already on `topics`: from its first applied
         match to the last of the 2n rating-changed events read back."""
-        collector, seen, last = read_changes(broker, topics.changes)
+        collector, seen, last = read_changes(broker, topics.changes_topic)
         worker = self.worker(broker, topics, name, name, env=env)
         spy: dict[str, Any] = {}
         spy_thread = None
@@ -281,15 +282,15 @@ class Bench:
         self.stop(worker)
         return result
 
-    def scale_out(self, broker: EmbeddedBroker, records: list[tuple[bytes, bytes]], n: int,
+    def scale_out(self, broker: EmbeddedBroker, records: list[bytes], n: int,
                   count: int) -> dict[str, Any]:
         """The same matches through `count` workers of one group (each owns its share of the
         partitions, as a deployment scales out), on topics of their own: the input is
         published once every worker is ready; timed from the first match applied by any
         of them to the last change read back."""
-        topics = Topics("scale")
+        topics = stage_topics("scale")
         asyncio.run(create_topics(broker.url, topics))
-        collector, seen, last = read_changes(broker, topics.changes)
+        collector, seen, last = read_changes(broker, topics.changes_topic)
         workers = [self.worker(broker, topics, "scale", f"scale-{i}") for i in range(count)]
 
         def healths() -> list[dict[str, Any]]:
@@ -316,7 +317,7 @@ class Bench:
         try:
             wait_until(running(shared), 300, f"{count} ready workers sharing the partitions", collector)
             cpu_before, wall_before = cpu(), time.perf_counter()
-            asyncio.run(publish(broker.bootstrap, topics.match, records))
+            asyncio.run(publish(broker.bootstrap, topics.match_topic, records))
             wait_until(running(lambda: len(seen) >= 2 * n), n / 50 + 600,
                        f"{2 * n:,} rating-changed events of {count} workers", collector,
                        progress=lambda: f"{count} workers: {len(seen):,} changes read")
@@ -342,7 +343,7 @@ class Bench:
     def quix(self, broker: EmbeddedBroker, input_topic: str, n: int) -> dict[str, Any]:
         """The same job as a Quix Streams application (bench/quix_app.py) on the same input:
         from its first processed match to the last of its 2n events read back."""
-        out = Topics("quix")
+        out = stage_topics("quix")
         asyncio.run(create_topics(broker.url, out))
         last = [0.0]
         count = [0]
@@ -351,10 +352,11 @@ class Bench:
             count[0] += 1
             last[0] = now
 
-        collector = Collector(broker.bootstrap, out.changes, on_event, max_wait_ms=50)
+        collector = Collector(broker.bootstrap, out.changes_topic, on_event, max_wait_ms=50)
         collector.start()
         try:
-            ran = quix_app.run(broker.bootstrap, input_topic, out.changes, n, self.tmp / "quix", timeout=n / 100 + 300)
+            ran = quix_app.run(broker.bootstrap, input_topic, out.changes_topic, n, self.tmp / "quix",
+                               timeout=n / 100 + 300)
             wait_until(lambda: count[0] >= 2 * n, 120, f"{2 * n:,} events of the Quix app", collector)
         except Exception as exc:  # the comparison is lost, not the stage
             log(f"quix: FAILED: {exc}")
@@ -395,7 +397,7 @@ class Bench:
     def live(self, rates: list[int], mmr: bool, extra_args: list[str] = ()) -> dict[str, Any]:
         args = self.args
         broker = self.broker()
-        topics = Topics("live")
+        topics = stage_topics("live")
         asyncio.run(create_topics(broker.url, topics))
         published: dict[str, float] = {}
         latencies: list[float] = []
@@ -415,7 +417,7 @@ class Bench:
             if count == expected.get(mid):
                 finished[mid] = now
 
-        collector = Collector(broker.bootstrap, topics.changes, on_event, max_wait_ms=5)
+        collector = Collector(broker.bootstrap, topics.changes_topic, on_event, max_wait_ms=5)
         collector.start()
         worker = self.worker(broker, topics, "live", f"live-{len(self.workers)}", extra_args=extra_args)
         result: dict[str, Any] = {}
@@ -424,7 +426,7 @@ class Bench:
             leagues = [two_player_league(f"lat-{k:02d}", 200, 100_000, rng) for k in range(LEAGUES)]
             stream = (e for round_ in zip(*leagues) for e in round_)
             warm = [next(stream) for _ in range(2000)]
-            asyncio.run(publish(broker.bootstrap, topics.match, keyed(warm)))
+            asyncio.run(publish(broker.bootstrap, topics.match_topic, warm))
             worker.wait(lambda h: h["applied"] >= len(warm), 300, "warm-up applied")
             log(f"latency: worker up and caught up ({time.time() - worker.started:.0f} s after start)")
             for rate in rates:
@@ -434,7 +436,7 @@ class Bench:
                 steady = [(e["league"].encode(), orjson.dumps(e), e["match_id"]) for e in (next(stream) for _ in range(count))]
                 started = time.time()
                 cpu_before = cpu_seconds(broker.pid) or 0.0, cpu_seconds(worker.pid) or 0.0
-                sent_s = asyncio.run(steady_publish(broker.bootstrap, topics.match, steady, rate, published))
+                sent_s = asyncio.run(steady_publish(broker.bootstrap, topics.match_topic, steady, rate, published))
                 wait_until(lambda: len(latencies) >= 2 * count, 600, "the steady matches' changes", collector, worker,
                            lambda: f"latency: {len(latencies):,} of {2 * count:,} changes read")
                 took = time.time() - started
@@ -459,7 +461,7 @@ class Bench:
         broker.stop()
         return result
 
-    def mmr_rounds(self, broker: EmbeddedBroker, topics: Topics, expected: dict[str, int], finished: dict[str, float],
+    def mmr_rounds(self, broker: EmbeddedBroker, topics: Settings, expected: dict[str, int], finished: dict[str, float],
                    collector: Collector, worker: BenchWorker) -> dict[str, Any]:
         out = {}
         for size in (int(s) for s in self.args.mmr_sizes.split(",")):
@@ -469,12 +471,12 @@ class Bench:
             for event in rounds:
                 mid = event["match_id"]
                 expected[mid] = size
-                record = keyed([event])
+                record = orjson.dumps(event)
                 started = time.time()
-                asyncio.run(publish(broker.bootstrap, topics.match, record))
+                asyncio.run(publish(broker.bootstrap, topics.match_topic, [record]))
                 wait_until(lambda: mid in finished, 300, f"{league} round {mid}", collector, worker)
                 seconds.append(finished[mid] - started)
-                log(f"elo-mmr round of {size:,} ({len(record[0][1]) / 1e3:.0f} kB): {seconds[-1]:.2f} s")
+                log(f"elo-mmr round of {size:,} ({len(record) / 1e3:.0f} kB): {seconds[-1]:.2f} s")
             health = worker.health() or {}
             out[str(size)] = {"participants": size, "rounds_s": seconds, "first_round_s": seconds[0],
                               "later_rounds_median_s": sorted(seconds[1:])[len(seconds[1:]) // 2] if len(seconds) > 1 else None,
@@ -494,7 +496,7 @@ class Bench:
             lines = lines[: args.codeforces_contests]
         league = orjson.loads(lines[0])["league"]
         broker = self.broker()
-        topics = Topics("cf")
+        topics = stage_topics("cf")
         asyncio.run(create_topics(broker.url, topics))
         worker = self.worker(broker, topics, "cf", "codeforces", CODEFORCES_CONFIG)
         worker.wait(lambda h: h["ready"], 300, "ready")
@@ -519,8 +521,7 @@ class Bench:
         health: dict[str, Any] = {}
         for first in range(0, len(lines), chunk):
             target = min(first + chunk, len(lines))
-            asyncio.run(publish(broker.bootstrap, topics.match, [(league.encode(), line) for line in lines[first:target]],
-                                in_flight=50))
+            asyncio.run(publish(broker.bootstrap, topics.match_topic, lines[first:target]))
             if first == 0:
                 log(f"codeforces: {target:,} contests ({sum(map(len, lines[:target])) / 1e6:.0f} MB) published in "
                     f"{time.time() - started:.1f} s")

@@ -3,9 +3,9 @@ rating-changed events running in its own thread, process memory and sizes.
 
 Everything runs against an embedded broker (stream_app.broker.EmbeddedBroker)
 started by the benchmark itself; workers are `ratings worker` child processes in
-their own process groups, stopped by group (tests/support/workers.py, on
-stream_app.processes.WorkerProcess); publishing and topic names come from
-tests/support too.
+their own process groups, stopped by group (stream_app.processes.WorkerProcess);
+match results are published by the package's client (stream_app.client), and a
+stage's topics are a worker's Settings.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
-from tests.support import kafka
-from tests.support.kafka import keyed  # noqa: F401 (re-exported for the benchmarks)
-from tests.support.names import Topics
-from tests.support.workers import ROOT, WorkerProcess
+from stream_app.client import RatingsClient
+from stream_app.processes import WorkerProcess, free_port
+from stream_app.settings import DEFAULTS, Settings
 
 PARTITIONS = 8
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def compiled_copy(directory: Path) -> dict[str, str]:
@@ -63,9 +63,20 @@ def log(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
 
-async def publish(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]], in_flight: int = 5000) -> int:
-    """The tests' publishing, with record batches allowed to grow (rounds of Elo-MMR are large)."""
-    return await kafka.publish(bootstrap, topic, records, in_flight, linger_ms=5, max_request_size=2 * 1024 * 1024)
+async def publish(broker: str, topic: str, events: Iterable[dict[str, Any] | bytes]) -> int:
+    """Match results (or commands: dicts or JSON) onto `topic` as an application publishes
+    them, with the package's client: validated, keyed by league, pipelined. Returns how
+    many were sent; an invalid one is an error of the benchmark."""
+    client = RatingsClient(broker, match_topic=topic)
+    await client.start(ensure_topics=False)
+    try:
+        sent, rejected = await client.publish_many(events)
+    finally:
+        await client.stop()
+    if rejected:
+        number, error = rejected[0]
+        raise ValueError(f"{len(rejected):,} invalid events, the first (number {number}): {error}")
+    return sent
 
 
 async def send_paced(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]], rate: int,
@@ -106,12 +117,24 @@ async def send_paced(bootstrap: str, topic: str, records: Iterable[tuple[bytes, 
         await producer.stop()
 
 
-async def create_topics(broker_url: str, topics: Topics) -> None:
-    """The worker's topics with 8 partitions (the input must exist before anything is published)."""
-    from stream_app.client import RatingsClient
+def stage_topics(prefix: str) -> Settings:
+    """A stage's own topics, the shipped names after `prefix.` (tput.match-results, ...),
+    with `prefix` as the consumer group."""
+    return Settings(partitions=PARTITIONS, app_id=prefix, match_topic=f"{prefix}.{DEFAULTS.match_topic}",
+                    changes_topic=f"{prefix}.{DEFAULTS.changes_topic}", dlq_topic=f"{prefix}.{DEFAULTS.dlq_topic}")
 
-    client = RatingsClient(broker_url, partitions=PARTITIONS, **topics.client_kwargs())
-    await client.ensure_topics(PARTITIONS, extra=[f"{topics.match}-by-league"])
+
+def topic_flags(topics: Settings) -> list[str]:
+    """The `ratings worker` flags of these topics."""
+    return ["--match-topic", topics.match_topic, "--changes-topic", topics.changes_topic,
+            "--dlq-topic", topics.dlq_topic]
+
+
+async def create_topics(broker_url: str, topics: Settings) -> None:
+    """The worker's topics with 8 partitions (the input must exist before anything is published)."""
+    client = RatingsClient(broker_url, match_topic=topics.match_topic, changes_topic=topics.changes_topic,
+                           dlq_topic=topics.dlq_topic, partitions=PARTITIONS)
+    await client.ensure_topics(PARTITIONS, extra=[topics.forward_topic])
 
 
 # -- processes ---------------------------------------------------------------------------
@@ -157,13 +180,16 @@ def dir_size(path: Path) -> int:
 
 
 class BenchWorker(WorkerProcess):
-    """The tests' `ratings worker` child process, with what the benchmarks read of it: progress, log marks, problems."""
+    """`ratings worker` on a stage's topics, run from `code` (this checkout by default), with
+    what the benchmarks read of it: progress, log marks, problems. Its log is
+    log_dir/NAME-PORT.log."""
 
-    def __init__(self, broker_url: str, topics: Topics, app_id: str, data_dir: Path, config: Path, log_dir: Path,
-                 name: str, extra_args: list[str] = (), env: dict[str, str] | None = None):
-        self.started = time.time()
-        super().__init__(broker_url, topics.cli_args(), app_id, data_dir, config, log_dir, name, extra_args=extra_args,
-                         env=env)
+    def __init__(self, broker_url: str, topics: Settings, app_id: str, data_dir: Path, config: Path | None,
+                 log_dir: Path, name: str, extra_args: list[str] = (), env: dict[str, str] | None = None,
+                 code: Path = ROOT):
+        self.started, self.name, port = time.time(), name, free_port()
+        flags = [*topic_flags(topics), "--app-id", app_id, *extra_args, *(["--config", str(config)] if config else [])]
+        super().__init__(broker_url, data_dir, log_dir / f"{name}-{port}.log", args=flags, port=port, cwd=code, env=env)
 
     def wait(self, condition: Callable[[dict[str, Any]], Any], timeout: float, what: str,
              progress: Callable[[dict[str, Any]], str] | None = None, every: float = 15.0,
@@ -466,6 +492,8 @@ async def batch_loop(directory: Path, config: Any, records: list[Any]) -> tuple[
     from stream_app.stream.intake import Intake
     from stream_app.stream.store import LocalStore
     from stream_app.stream.batch_loop import BatchLoop
+    # The tests' in-memory broker: one implementation of the Sender and TopicReader for both (it is
+    # no tool of the package's users, and the benchmark must not have a copy of its own).
     from tests.support.memory import MemoryBroker
 
     store, broker = LocalStore(directory), MemoryBroker(partitions=1)

@@ -31,8 +31,7 @@ import time
 import weakref
 from pathlib import Path
 
-from .processes import (HOST, all_threads_stopped, dies_with_this_process, free_port, listener_owned_by, port_free,
-                        port_open, wait_for)
+from .processes import HOST, dies_with_this_process, free_port, listener_owned_by, port_free, port_open
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +139,6 @@ class EmbeddedBroker:
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
         self._log_is_temp = False
-        self._suspended = False
 
     # -- addresses ---------------------------------------------------------
     @property
@@ -232,7 +230,6 @@ class EmbeddedBroker:
         finally:
             if out is not None:
                 out.close()
-        self._suspended = False
         log.debug("started %s", argv)
 
     def _wait_ready(self) -> None:
@@ -259,14 +256,17 @@ class EmbeddedBroker:
             time.sleep(0.05)
 
     def stop(self, timeout: float | None = None) -> None:
-        """SIGTERM the broker (and its process group), SIGKILL it after `timeout` seconds."""
+        """SIGTERM the broker (and its process group), SIGKILL it after `timeout` seconds.
+
+        A broker stopped by SIGSTOP (a debugger, an operator's `kill -STOP`) is
+        continued as well, so that it ends at once rather than at the SIGKILL."""
         process, self.process = self.process, None
         _live.discard(self)
         if process is not None:
             timeout = self.stop_timeout if timeout is None else timeout
             if process.poll() is None:
                 self._signal_group(process, signal.SIGTERM)
-                self._signal_group(process, signal.SIGCONT)  # a suspended process cannot act on SIGTERM
+                self._signal_group(process, signal.SIGCONT)  # a stopped process cannot act on SIGTERM
                 try:
                     process.wait(timeout)
                 except subprocess.TimeoutExpired:
@@ -277,7 +277,6 @@ class EmbeddedBroker:
                 process.wait(5)
             except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
                 log.error("broker pid %d survived SIGKILL", process.pid)
-        self._suspended = False
         if self.log_path is not None and self._log_is_temp:
             self.log_path.unlink(missing_ok=True)
             self.log_path = None
@@ -292,29 +291,6 @@ class EmbeddedBroker:
                     process.send_signal(sig)
             except ProcessLookupError:
                 pass
-
-    # -- fault injection (reliability tests) ---------------------------------
-    def suspend(self) -> None:
-        """SIGSTOP the broker: connections stay open but nothing is answered."""
-        if not self.running:
-            raise BrokerError("the broker is not running")
-        assert self.process is not None
-        self._signal_group(self.process, signal.SIGSTOP)
-        self._suspended = True
-        # Signals are delivered asynchronously: return only once every thread is stopped.
-        wait_for(lambda: all_threads_stopped(self.process.pid) is not False, 2.0)
-
-    def resume(self) -> None:
-        """SIGCONT a suspended broker."""
-        if self.process is not None:
-            self._signal_group(self.process, signal.SIGCONT)
-            pid = self.process.pid
-            wait_for(lambda: all_threads_stopped(pid) is not True, 2.0)
-        self._suspended = False
-
-    @property
-    def suspended(self) -> bool:
-        return self._suspended
 
     # -- diagnostics ---------------------------------------------------------
     def log_text(self) -> str:

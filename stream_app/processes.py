@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -61,25 +60,6 @@ def dies_with_this_process() -> Callable[[], None] | None:
     """A preexec_fn that ties a child's life to this process (None where Linux's prctl is missing)."""
     parent = os.getpid()
     return (lambda: die_with_parent(parent)) if sys.platform.startswith("linux") else None
-
-
-def all_threads_stopped(pid: int) -> bool | None:
-    """True if every thread of `pid` is stopped (state T), False if one is not, None if /proc cannot tell."""
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-        states = [(task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks]
-    except (OSError, IndexError):
-        return None
-    return bool(states) and all(state in ("T", "t") for state in states)
-
-
-def wait_for(condition, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 def listener_owned_by(pid: int, host: str, port: int | None) -> bool | None:

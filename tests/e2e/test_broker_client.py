@@ -24,6 +24,7 @@ from stream_app.processes import free_port
 from stream_app.client import RatingsClient, bootstrap_servers
 from stream_app.inputs import BadEvent
 from stream_app.security import KafkaSecurity, SecurityConfigError
+from tests.support.broker_control import resume, suspend
 from tests.support.workers import ROOT
 
 PYTHON = sys.executable
@@ -349,12 +350,12 @@ def test_broker_context_manager_starts_and_leaves_nothing_behind():
         assert alive(pid)
         assert kafka_ready(b.bootstrap)
         # suspend / resume: a stopped broker answers nothing, a resumed one answers again
-        b.suspend()
+        suspend(b)
         assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
         assert not kafka_ready(b.bootstrap, timeout=1.0)
-        b.resume()
+        resume(b)
         assert kafka_ready(b.bootstrap)
-        b.suspend()  # stop() must also end a suspended broker, at once (SIGCONT after SIGTERM)
+        suspend(b)  # stop() must also end a suspended broker, at once (SIGCONT after SIGTERM)
         started = time.monotonic()
     assert time.monotonic() - started < 2.0  # not the 5 s SIGKILL fallback
     assert not alive(pid)

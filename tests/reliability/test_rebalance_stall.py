@@ -12,6 +12,7 @@ import pytest
 
 from stream_app.broker import EmbeddedBroker
 from stream_app.leagues import LeagueConfig
+from tests.support.broker_control import resume, suspend
 from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, publish, topic_args as topics_of
 from tests.support.leagues import CONFIG, assert_same_state, league_matches, match_counts, replay_state, stream_events
 from tests.support.names import unique_name
@@ -79,9 +80,9 @@ def test_a_frozen_broker_for_15_seconds_mid_stream(tmp_path):
         try:
             wait_for(lambda: (worker.health() or {}).get("applied", 0) > 0, 120, "the worker to apply matches", workers=[worker])
             before = applied(worker, counts)
-            broker.suspend()
+            suspend(broker)
             time.sleep(15)
-            broker.resume()
+            resume(broker)
             publisher.join(120)
             assert publisher.error is None, publisher.error
             wait_for(lambda: applied(worker, counts) == total, 240, "the stream to drain after the stall", workers=[worker])

@@ -37,7 +37,7 @@ from stream_app.stream.batch_loop import BatchLoop
 from tests.support.corrections import CONFIG as CORRECTIONS_CONFIG
 from tests.support.corrections import corrected_leagues, run
 from tests.support.changelog import old_row
-from tests.support.memory import Crash, MemoryBroker
+from tests.support.memory import Crash, MemoryBroker, StalledSender
 
 CONFIG = LeagueConfig.from_toml('[leagues."kart*"]\nalgorithm = "elo-pairwise"\n[default]\nalgorithm = "elo"\n')
 PARTITIONS = 2
@@ -267,24 +267,6 @@ async def test_the_checkpoint_is_sent_only_once_the_outputs_and_rows_are_acknowl
     assert marks(broker, partition) == [*sent, b"C"]
     assert store.checkpoint(partition).offsets == {TOPIC: 9}
     assert worker.positions([(TOPIC, partition)]) == {(TOPIC, partition): 10}
-
-
-class StalledSender:
-    """A worker's view of the broker whose sends wait while `stalled` (a process
-    paused by the OS, a long GC pause, a network partition)."""
-
-    def __init__(self, broker: MemoryBroker):
-        self.broker = broker
-        self.running = asyncio.Event()
-        self.running.set()
-
-    async def partitions(self, topic: str) -> int:
-        return await self.broker.partitions(topic)
-
-    async def send(self, topic, partition, records):
-        records = list(records)
-        await self.running.wait()
-        return await self.broker.send(topic, partition, records)
 
 
 @pytest.mark.parametrize("lands", ["after the new owner's batch", "between the new owner's fence and batch"])

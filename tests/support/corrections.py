@@ -200,9 +200,10 @@ def corrected_leagues(seed: int, scale: int = 1) -> list[dict]:
     elo-pairwise, elo-mmr in time order, elo-mmx, glicko2 in time order, weng-lin
     teams, elo-mmx teams in time order), with corrections mixed in, interleaved
     at random."""
-    from stream_app.offline.sample import multi_player_league, team_league, two_player_league
+    from stream_app.offline.sample import multi_player_league, two_player_league
 
     from .leagues import interleave
+    from .sample_teams import team_league
 
     rng = random.Random(seed)
     leagues = [

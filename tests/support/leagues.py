@@ -13,7 +13,9 @@ from stream_app.published import event_id
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.standings import Standing, Standings
-from stream_app.offline.sample import multi_player_league, team_league, two_player_league
+from stream_app.offline.sample import multi_player_league, two_player_league
+
+from .sample_teams import team_league
 
 CONFIG = """
 [default]

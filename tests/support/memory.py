@@ -112,3 +112,21 @@ class MemoryBroker:
                 raise Crash(f"crashed reading {topic}[{partition}] at offset {chunk}")
             self.chunks_read += 1
             yield [(offset, *log[offset]) for offset in range(chunk, min(chunk + 7, end))]
+
+
+class StalledSender:
+    """A worker's view of the broker whose sends wait while `running` is clear (a process
+    paused by the OS, a long GC pause, a network partition)."""
+
+    def __init__(self, broker: MemoryBroker):
+        self.broker = broker
+        self.running = asyncio.Event()
+        self.running.set()
+
+    async def partitions(self, topic: str) -> int:
+        return await self.broker.partitions(topic)
+
+    async def send(self, topic, partition, records):
+        records = list(records)
+        await self.running.wait()
+        return await self.broker.send(topic, partition, records)

@@ -88,12 +88,6 @@ class MmrState(PlayerState):
         return self._column(2)
 
     @property
-    def perf_weights(self) -> tuple[float, ...]:
-        """The actual output weights omega_k pi / (sqrt 3 beta_k) of the factors."""
-        scale = self.perf_scale
-        return tuple(w * scale for w in self.perf_w_out)
-
-    @property
     def uncertainty(self) -> float:
         return self.sigma
 
