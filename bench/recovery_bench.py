@@ -5,7 +5,7 @@
     match, changelog records read.
 (b) The same on an empty data directory: everything comes back from the changelog.
     Baseline, same run: a plain aiokafka consumer reading the whole changelog
-    topic (the broker's own speed); the restore's records/s is put against it.
+    topic (the broker's own speed); the take-up's records/s is put against it.
 (c) Failover: two workers share 8 partitions under a steady stream, each the
     standby of the other's; one is SIGKILLed: seconds until every partition it
     owned is applying again on the survivor, and the survivor's memory.
@@ -153,15 +153,15 @@ class RecoveryBench:
             health = worker.wait(lambda h: h["applied"] >= 5, 300, "the new matches applied", interval=0.05)
             first_s = health["first_applied_at"] - worker.started
             _, league = worker.get(f"/leagues/{LEAGUE}", timeout=60)
-            restored, take_up_s = ready["restored_records"], ready["take_up_seconds"]
+            taken_up, take_up_s = ready["take_up_records"], ready["take_up_seconds"]
             row = {"start_to_ready_s": ready_s, "start_to_first_applied_s": first_s, "take_up_s": take_up_s,
-                   "restored_records": restored, "restored_per_s": restored / take_up_s if take_up_s else None,
-                   "ratio_to_plain_consumer": (restored / take_up_s) / (read / read_s) if take_up_s else None,
+                   "take_up_records": taken_up, "take_up_records_per_s": taken_up / take_up_s if take_up_s else None,
+                   "ratio_to_plain_consumer": (taken_up / take_up_s) / (read / read_s) if take_up_s else None,
                    "players_served": league.get("players") if isinstance(league, dict) else None,
                    "peak_rss_bytes": vm_hwm(worker.pid)}
             log(f"{players:,} players, restart on the {case.replace('_', ' ')}: ready {ready_s:.1f} s, first match "
-                f"{first_s:.1f} s after start; take-up {take_up_s:.2f} s for {restored:,} records"
-                + (f" ({row['restored_per_s']:,.0f}/s, {row['ratio_to_plain_consumer']:.2f} of the plain consumer)"
+                f"{first_s:.1f} s after start; take-up {take_up_s:.2f} s for {taken_up:,} records"
+                + (f" ({row['take_up_records_per_s']:,.0f}/s, {row['ratio_to_plain_consumer']:.2f} of the plain consumer)"
                    if take_up_s else ""))
             result[case] = row
             worker.kill()
@@ -213,11 +213,11 @@ class RecoveryBench:
         publisher.result(seconds + 60)
         result = {"rate": self.args.failover_rate, "owned_by_killed": sorted(owned), "kill_to_owning_s": took,
                   "kill_to_applying_s": applying, "take_up_s": health["take_up_seconds"],
-                  "restored_records": health["restored_records"], "survivor_peak_rss_bytes": vm_hwm(b.pid),
+                  "take_up_records": health["take_up_records"], "survivor_peak_rss_bytes": vm_hwm(b.pid),
                   "session_timeout_s": DEFAULTS.session_timeout}
         log(f"failover at {self.args.failover_rate:,}/s: partitions {sorted(owned)} owned again after {took:.1f} s, "
             f"applying after {applying:.1f} s (take-up {health['take_up_seconds']:.2f} s, "
-            f"{health['restored_records']:,} changelog records read); survivor peak RSS "
+            f"{health['take_up_records']:,} changelog records read); survivor peak RSS "
             f"{(vm_hwm(b.pid) or 0) / 2**20:.0f} MiB")
         b.stop()
         broker.stop()
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict[str, Any]:
             c = r[case]
             print(f"{r['players']:>9,} players, {case:>9}: ready {c['start_to_ready_s']:5.1f} s, first match "
                   f"{c['start_to_first_applied_s']:5.1f} s, take-up {c['take_up_s']:6.2f} s, "
-                  f"{c['restored_records']:>9,} records" + (f", {c['ratio_to_plain_consumer']:.2f} of a plain consumer"
+                  f"{c['take_up_records']:>9,} records" + (f", {c['ratio_to_plain_consumer']:.2f} of a plain consumer"
                                                              f" ({r['baseline_records_per_s']:,.0f}/s)"
                                                              if c["ratio_to_plain_consumer"] else ""))
     f = results["failover"]
