@@ -4,14 +4,12 @@ the match topic), filtered, in each league's order; both through a real broker."
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 import pytest
 
 from stream_app.client import EventFollower, InputProducer, KafkaConnection
 from stream_app.inputs import BadEvent
 from stream_app.stream.partitioner import league_partition
+from tests.support.kafka import collect
 from tests.support.names import unique_name
 
 
@@ -42,20 +40,8 @@ async def test_the_producer_alone_publishes_and_the_follower_alone_follows(broke
         await producer.stop()
     assert {(m.topic, m.partition) for m in metadata} == {(matches, league_partition(l, 4)) for l in ("chess", "go")}
 
-    async def follow(**wanted) -> list[dict]:
-        out: list[dict] = []
-        async with contextlib.aclosing(EventFollower(reading).changes(from_beginning=True, **wanted)) as events:
-            async def take() -> None:
-                async for event in events:
-                    out.append(event)
-                    if len(out) == 6:
-                        return
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(take(), 15)
-        return out
-
-    chess = await follow(league="chess")
+    chess = await collect(EventFollower(reading).changes(league="chess", from_beginning=True), 6, 15)
     assert [e.get("match_id") for e in chess] == [f"chess-{i}" for i in range(5)] + ["chess-1"]
     assert chess[-1]["schema"] == "match-voided.v1"
-    go = await follow(league="go")
+    go = await collect(EventFollower(reading).changes(league="go", from_beginning=True), 6, 15)
     assert [e.get("match_id", e.get("season")) for e in go] == [f"go-{i}" for i in range(5)] + ["S2"]

@@ -5,6 +5,7 @@ consumer group's offsets."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from typing import Iterable
@@ -155,3 +156,72 @@ async def ensure_topics(broker_url: str, prefix: str, partitions: int = 8) -> No
 def topic_args(prefix: str) -> list[str]:
     """The worker flags of the topics `ensure_topics` creates."""
     return ["--match-topic", f"{prefix}.matches", "--changes-topic", f"{prefix}.changes", "--dlq-topic", f"{prefix}.dlq"]
+
+
+async def read_topic(bootstrap: str, topic: str, expected: int, timeout: float = 10.0, settle: float = 0.5):
+    """Every record of `topic` from the beginning: waits for `expected`, then `settle` s for extras."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        parts = None
+        deadline = time.monotonic() + timeout
+        while not parts:
+            await consumer.topics()
+            parts = consumer.partitions_for_topic(topic)
+            assert parts or time.monotonic() < deadline, f"topic {topic} never appeared"
+            if not parts:
+                await asyncio.sleep(0.1)
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        records = []
+        while len(records) < expected and time.monotonic() < deadline:
+            for batch in (await consumer.getmany(timeout_ms=200)).values():
+                records.extend(batch)
+        settle_until = time.monotonic() + settle
+        while time.monotonic() < settle_until:
+            for batch in (await consumer.getmany(timeout_ms=100)).values():
+                records.extend(batch)
+        return records, len(tps)
+    finally:
+        await consumer.stop()
+
+
+async def write_topic(bootstrap: str, topic: str, events: list[dict], key: bytes = b"k") -> None:
+    """Send in one go with linger: multi-record batches (where Tansu's ListOffsets is wrong)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks="all")
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, orjson.dumps(e), key=key) for e in events]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def collect(iterator, count: int, timeout: float = 10.0) -> list[dict]:
+    out: list[dict] = []
+    async with contextlib.aclosing(iterator) as events:
+
+        async def take() -> None:
+            async for event in events:
+                out.append(event)
+                if len(out) >= count:
+                    return
+
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(take(), timeout)
+    return out
+
+
+def match(league: str, match_id: str, *players: str) -> dict:
+    """A two-player result (alice beats bob unless `players` say otherwise)."""
+    return {
+        "match_id": match_id,
+        "league": league,
+        "participants": [{"player": p, "rank": i + 1} for i, p in enumerate(players or ("alice", "bob"))],
+    }
+
+
+def change(league: str, player: str, n: int) -> dict:
+    """A rating-changed event as far as following cares: league, player, numbered `n`."""
+    return {"schema": "rating-changed.v1", "league": league, "match_id": f"m{n}", "player": player, "n": n}
