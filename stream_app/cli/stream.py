@@ -289,6 +289,56 @@ async def _subscribe(args: argparse.Namespace) -> int:
 
 
 # -- the parser ------------------------------------------------------------------
+# The worker's own flags: (flag, type, help). Each defaults to the environment
+# variable named after it (--batch-max: RATINGS_BATCH_MAX), then to stream_app.settings.
+_WORKER_FLAGS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
+    ("--app-id", str,
+     "consumer group and prefix of the state's changelog topic [RATINGS_APP_ID] (default %(default)s)"),
+    ("--advertised-url", str,
+     "URL other workers use to reach this one's API, e.g. http://worker-1:6066 "
+     "[RATINGS_ADVERTISED_URL] (default http://WEB_HOST:WEB_PORT; set it when --web-host is 0.0.0.0)"),
+    ("--batch-max", positive_int,
+     "input records applied between two checkpoints, at most [RATINGS_BATCH_MAX] (default %(default)s); "
+     "larger batches cost fewer checkpoints per match, smaller ones less latency under load"),
+    ("--rerate-part", positive_int,
+     "participant results a re-rate (after a void, a correction or a late result) applies between two "
+     "checkpoints [RATINGS_RERATE_PART] (default %(default)s); the league's partition waits for the whole re-rate"),
+    ("--session-timeout", positive_seconds,
+     "seconds after which the group gives a silent worker's partitions to others [RATINGS_SESSION_TIMEOUT] "
+     "(default %(default)s); most of a failover's time"),
+    ("--fetch-wait", positive_seconds,
+     "seconds the broker may hold a fetch of input that has not arrived [RATINGS_FETCH_WAIT] (default "
+     "%(default)s); Kafka answers at the first record, the embedded broker only when this is over"),
+    ("--stop-timeout", positive_seconds,
+     "seconds a batch in progress gets to finish at a rebalance or a stop [RATINGS_STOP_TIMEOUT] "
+     "(default %(default)s); a stop that takes 5 s longer (the broker is gone) exits the process"),
+    ("--heartbeat-interval", positive_seconds,
+     "seconds between heartbeats to the group [RATINGS_HEARTBEAT_INTERVAL] (default %(default)s); "
+     "a third of the session timeout or less"),
+)
+
+
+# The commands that read the HTTP API: LEAGUE, their own arguments, then where the API is.
+_READS = ("Exit status: 0 done; 1 the API refused the request (unknown league or player, a bad value: its message "
+          "is printed); 2 no worker could be reached or answer.")
+_Argument = tuple[tuple[str, ...], dict[str, Any]]
+
+
+def _arg(*names: str, **options: Any) -> _Argument:
+    """One argument of a command: add_argument's arguments."""
+    return names, options
+
+
+def _reader(sub: Any, name: str, func: Callable[[argparse.Namespace], int], help: str, description: str,
+            *arguments: _Argument) -> None:
+    """A command that reads the HTTP API (`_read`): its description ends with the exit statuses."""
+    p = command(sub, name, func, help, description + _READS)
+    p.add_argument("league", metavar="LEAGUE")
+    for names, options in arguments:
+        p.add_argument(*names, **options)
+    add_api_flags(p)
+
+
 def add_commands(sub: Any) -> None:
     p = command(sub, "broker", cmd_broker,
                 "run the embedded Kafka-compatible broker (Tansu) until Ctrl-C; data is kept in memory only",
@@ -310,109 +360,51 @@ def add_commands(sub: Any) -> None:
 
     p = command(sub, "worker", cmd_worker, "run a stream worker (Faust) that applies match results and serves the HTTP API")
     add_common_flags(p, web=True, data_dir=True, config=True)
-    p.add_argument("--app-id", default=env("RATINGS_APP_ID", DEFAULTS.app_id),
-                   help="consumer group and prefix of the state's changelog topic [RATINGS_APP_ID] (default %(default)s)")
-    p.add_argument(
-        "--advertised-url",
-        default=env("RATINGS_ADVERTISED_URL", None),
-        help="URL other workers use to reach this one's API, e.g. http://worker-1:6066 "
-        "[RATINGS_ADVERTISED_URL] (default http://WEB_HOST:WEB_PORT; set it when --web-host is 0.0.0.0)",
-    )
-    p.add_argument(
-        "--batch-max",
-        type=positive_int,
-        default=env("RATINGS_BATCH_MAX", DEFAULTS.batch_max),
-        help="input records applied between two checkpoints, at most [RATINGS_BATCH_MAX] (default %(default)s); "
-        "larger batches cost fewer checkpoints per match, smaller ones less latency under load",
-    )
-    p.add_argument(
-        "--rerate-part",
-        type=positive_int,
-        default=env("RATINGS_RERATE_PART", DEFAULTS.rerate_part),
-        help="participant results a re-rate (after a void, a correction or a late result) applies between two "
-        "checkpoints [RATINGS_RERATE_PART] (default %(default)s); the league's partition waits for the whole re-rate",
-    )
-    p.add_argument(
-        "--session-timeout",
-        type=positive_seconds,
-        default=env("RATINGS_SESSION_TIMEOUT", DEFAULTS.session_timeout),
-        help="seconds after which the group gives a silent worker's partitions to others [RATINGS_SESSION_TIMEOUT] "
-        "(default %(default)s); most of a failover's time",
-    )
-    p.add_argument(
-        "--fetch-wait",
-        type=positive_seconds,
-        default=env("RATINGS_FETCH_WAIT", DEFAULTS.fetch_wait),
-        help="seconds the broker may hold a fetch of input that has not arrived [RATINGS_FETCH_WAIT] (default "
-        "%(default)s); Kafka answers at the first record, the embedded broker only when this is over",
-    )
-    p.add_argument("--stop-timeout", type=positive_seconds,
-                   default=env("RATINGS_STOP_TIMEOUT", DEFAULTS.stop_timeout),
-                   help="seconds a batch in progress gets to finish at a rebalance or a stop [RATINGS_STOP_TIMEOUT] "
-                   "(default %(default)s); a stop that takes 5 s longer (the broker is gone) exits the process")
-    p.add_argument("--heartbeat-interval", type=positive_seconds,
-                   default=env("RATINGS_HEARTBEAT_INTERVAL", DEFAULTS.heartbeat_interval),
-                   help="seconds between heartbeats to the group [RATINGS_HEARTBEAT_INTERVAL] (default %(default)s); "
-                   "a third of the session timeout or less")
+    for flag, kind, text in _WORKER_FLAGS:
+        setting = flag[2:].replace("-", "_")
+        p.add_argument(flag, type=kind, default=env(f"RATINGS_{setting.upper()}", getattr(DEFAULTS, setting)), help=text)
     p.add_argument("--loglevel", default="info", help="log level (default info)")
 
-    reads = ("Exit status: 0 done; 1 the API refused the request (unknown league or player, a bad value: its message "
-             "is printed); 2 no worker could be reached or answer.")
-    p = command(sub, "leaderboard", cmd_leaderboard, "print a league's leaderboard from a worker's HTTP API",
-                "Print a league's ranked players (not provisional or inactive) from any worker's HTTP API, highest "
-                "rating first (ties by name): --limit rows from --offset, or --radius rows above and below the player "
-                "of --around, whose row is marked '>'. With --season S, an ended season's final standings instead "
-                "(--limit rows from --offset): every player who played in it, the ranked by rank, then the others. "
-                + reads)
-    p.add_argument("league", metavar="LEAGUE")
-    p.add_argument("--limit", type=positive_int, metavar="N", help="rows (default 20, at most 100000)")
-    p.add_argument("--offset", type=count, metavar="M", help="skip this many rows first (default 0)")
-    p.add_argument("--around", metavar="PLAYER", help="the rows around this ranked player instead")
-    p.add_argument("--radius", type=count, metavar="N", help="with --around: rows above and below (default 10, at most 1000)")
-    p.add_argument("--season", metavar="S",
-                   help="an ended season's final standings instead (with --limit and --offset; the ranked by rank, "
-                        "then the others, rank '-'); `ratings seasons LEAGUE` lists the seasons")
-    add_api_flags(p)
-
-    p = command(sub, "player", cmd_player, "print a player's rating, rank and history from a worker's HTTP API",
-                "Print a player's state in a league from any worker's HTTP API: rating, matches, the system's extras "
-                "(uncertainty, ...), rank and percentile among the ranked players, and whether the player is eligible, "
-                "provisional or inactive; with --history N, the N newest rating changes. " + reads)
-    p.add_argument("league", metavar="LEAGUE")
-    p.add_argument("player", metavar="PLAYER")
-    p.add_argument("--history", type=positive_int, metavar="N",
-                   help="also the N newest rating changes, newest first (with --json: as \"history\")")
-    add_api_flags(p)
-
-    p = command(sub, "seasons", cmd_seasons, "print a league's seasons, or a player's, from a worker's HTTP API",
-                "Print a league's seasons, first to last, from any worker's HTTP API: each one's number, name, start, "
-                "end (the season in progress has none yet), players with a final standing and the reason given when "
-                "it was started by hand; or, with --player, the player's final standing in each ended season they "
-                "played (rank, percentile, rating, matches, tier). `ratings leaderboard LEAGUE --season S` prints a "
-                "season's final standings. " + reads)
-    p.add_argument("league", metavar="LEAGUE")
-    p.add_argument("--player", "-p", metavar="PLAYER", help="the player's final standings in the ended seasons instead")
-    add_api_flags(p)
-
-    p = command(sub, "predict", cmd_predict, "predict a match to come from a worker's HTTP API",
-                "Print what the league's rating system expects of a match between the sides (each a comma separated "
-                "list of player ids): each side's win probability and predicted rank, the draw probability where the "
-                "system has one, the match quality, and for two sides each player's rating change for a win, a draw "
-                "and a loss. Players the league does not know are rated as newcomers. " + reads)
-    p.add_argument("league", metavar="LEAGUE")
-    p.add_argument("sides", metavar="SIDE", nargs="+", help="a side: player ids separated by commas (at least two sides)")
-    add_api_flags(p)
-
-    p = command(sub, "versus", cmd_versus, "print two players' record against each other from a worker's HTTP API",
-                "Print what two players of a league did in the matches they both played, from the history each keeps "
-                "(history_max): the first player's wins, draws and losses against the second, the matches on the same "
-                "side (team matches), and the most recent shared matches with both rating changes. " + reads)
-    p.add_argument("league", metavar="LEAGUE")
-    p.add_argument("player", metavar="PLAYER")
-    p.add_argument("opponent", metavar="OPPONENT")
-    p.add_argument("--limit", type=count, default=10, metavar="N",
-                   help="recent shared matches to list (default %(default)s, at most 1000)")
-    add_api_flags(p)
+    _reader(sub, "leaderboard", cmd_leaderboard, "print a league's leaderboard from a worker's HTTP API",
+            "Print a league's ranked players (not provisional or inactive) from any worker's HTTP API, highest "
+            "rating first (ties by name): --limit rows from --offset, or --radius rows above and below the player "
+            "of --around, whose row is marked '>'. With --season S, an ended season's final standings instead "
+            "(--limit rows from --offset): every player who played in it, the ranked by rank, then the others. ",
+            _arg("--limit", type=positive_int, metavar="N", help="rows (default 20, at most 100000)"),
+            _arg("--offset", type=count, metavar="M", help="skip this many rows first (default 0)"),
+            _arg("--around", metavar="PLAYER", help="the rows around this ranked player instead"),
+            _arg("--radius", type=count, metavar="N", help="with --around: rows above and below (default 10, at most 1000)"),
+            _arg("--season", metavar="S",
+                 help="an ended season's final standings instead (with --limit and --offset; the ranked by rank, "
+                      "then the others, rank '-'); `ratings seasons LEAGUE` lists the seasons"))
+    _reader(sub, "player", cmd_player, "print a player's rating, rank and history from a worker's HTTP API",
+            "Print a player's state in a league from any worker's HTTP API: rating, matches, the system's extras "
+            "(uncertainty, ...), rank and percentile among the ranked players, and whether the player is eligible, "
+            "provisional or inactive; with --history N, the N newest rating changes. ",
+            _arg("player", metavar="PLAYER"),
+            _arg("--history", type=positive_int, metavar="N",
+                 help="also the N newest rating changes, newest first (with --json: as \"history\")"))
+    _reader(sub, "seasons", cmd_seasons, "print a league's seasons, or a player's, from a worker's HTTP API",
+            "Print a league's seasons, first to last, from any worker's HTTP API: each one's number, name, start, "
+            "end (the season in progress has none yet), players with a final standing and the reason given when "
+            "it was started by hand; or, with --player, the player's final standing in each ended season they "
+            "played (rank, percentile, rating, matches, tier). `ratings leaderboard LEAGUE --season S` prints a "
+            "season's final standings. ",
+            _arg("--player", "-p", metavar="PLAYER", help="the player's final standings in the ended seasons instead"))
+    _reader(sub, "predict", cmd_predict, "predict a match to come from a worker's HTTP API",
+            "Print what the league's rating system expects of a match between the sides (each a comma separated "
+            "list of player ids): each side's win probability and predicted rank, the draw probability where the "
+            "system has one, the match quality, and for two sides each player's rating change for a win, a draw "
+            "and a loss. Players the league does not know are rated as newcomers. ",
+            _arg("sides", metavar="SIDE", nargs="+", help="a side: player ids separated by commas (at least two sides)"))
+    _reader(sub, "versus", cmd_versus, "print two players' record against each other from a worker's HTTP API",
+            "Print what two players of a league did in the matches they both played, from the history each keeps "
+            "(history_max): the first player's wins, draws and losses against the second, the matches on the same "
+            "side (team matches), and the most recent shared matches with both rating changes. ",
+            _arg("player", metavar="PLAYER"),
+            _arg("opponent", metavar="OPPONENT"),
+            _arg("--limit", type=count, default=10, metavar="N",
+                 help="recent shared matches to list (default %(default)s, at most 1000)"))
 
     p = command(sub, "demo", cmd_demo,
                 "run the service end to end: embedded broker, a worker, sample leagues published, leaderboards printed")

@@ -38,8 +38,8 @@ class ParamError(ValueError):
 
 
 # Participant and Match are not frozen: inputs.py builds millions of them (a large
-# file), and a frozen dataclass stores each field through object.__setattr__, three
-# times the cost. Nothing changes them once built.
+# file), and a frozen dataclass stores each field through object.__setattr__, far
+# slower than a plain store. Nothing changes them once built.
 @dataclass(slots=True)
 class Participant:
     player: str
@@ -65,9 +65,9 @@ class PlayerState(ABC):
 
     def to_dict(self) -> dict[str, Any]:
         """Everything needed to restore the state (what the tables store)."""
-        # dataclasses.asdict walks every value recursively (a fifth of the stream's
-        # time per match); a state of plain values gives the same dict read field
-        # by field. Anything else (a list, say) still gets asdict's deep copy, so
+        # dataclasses.asdict walks every value recursively, a large share of the
+        # stream's time per match; a state of plain values gives the same dict read
+        # field by field. Anything else (a list, say) still gets asdict's deep copy, so
         # no caller can alias the state.
         data = {name: getattr(self, name) for name in _field_names(type(self))}
         if not _PLAIN_TYPES.issuperset(map(type, data.values())):
@@ -274,6 +274,41 @@ class RatingSystem(ABC, Generic[S]):
         match's (n times it). Systems with one override it (gaussian_quality)."""
         p = self.predict_win(sides)
         return min(1.0, len(p) * min(p))
+
+
+class RoundSystem(RatingSystem[S]):
+    """A system that rates a match as one round, all at once, from two arrays: the
+    participants' ratings before it and their ranks (pairwise Elo, Codeforces). Its
+    model of a pair is the logistic of the params' `scale`:
+    P(i beats j) = 1 / (1 + 10 ** ((r_j - r_i) / scale))."""
+
+    @abstractmethod
+    def rate_round(self, ratings: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The new ratings, and the extras of the changes (e.g. expected_rank) as
+        one array each, in the participants' order."""
+
+    def after(self, state: S, rating: float) -> S:
+        """The state after the round at its new rating: by default a state of
+        (rating, matches) with one more match."""
+        return self.State(rating, state.matches + 1)  # type: ignore[call-arg, return-value]
+
+    def rate(self, match: Match, before: Sequence[S]) -> list[RatingChange[S]]:
+        n = len(before)
+        ratings = np.fromiter((s.rating for s in before), float, n)
+        ranks = np.fromiter((x.rank for x in match.participants), np.int64, n)
+        new, extras = self.rate_round(ratings, ranks)
+        rows: list[dict[str, Any]] = [{} for _ in range(n)]  # the extras, participant by participant
+        for key, column in extras.items():
+            for row, value in zip(rows, column.tolist()):
+                row[key] = value
+        after = self.after
+        return [RatingChange(x.player, s, after(s, r), row)
+                for x, s, r, row in zip(match.participants, before, new.tolist(), rows)]
+
+    def win_probability(self, side: Sequence[S], other: Sequence[S]) -> float:
+        """P(i beats j) of the round's model (above), from one player of each side."""
+        scale: float = self.params.scale  # type: ignore[attr-defined]
+        return 1.0 / (1.0 + 10.0 ** ((other[0].rating - side[0].rating) / scale))
 
 
 def gaussian_quality(sides: Sequence[Sequence[tuple[float, float]]], beta: float) -> float:

@@ -38,13 +38,11 @@ default w = 1 is our 0.5 and the paper's tuned 0.631 is 0.3869.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from .base import Match, Params, PlayerState, RatingChange, RatingSystem, require
+from .base import Params, PlayerState, RoundSystem, require
 from .numeric import solve_decreasing
 
 # Cells (candidates x ratings) of one block of tanh evaluations: 2 MB, so the
@@ -146,26 +144,21 @@ def performances(ratings: np.ndarray, places: np.ndarray, scale: float) -> tuple
     return seed, perf + ref
 
 
-class Codeforces(RatingSystem[CodeforcesState]):
+class Codeforces(RoundSystem[CodeforcesState]):
     name = "codeforces"
     Params = CodeforcesParams
     State = CodeforcesState
     params: CodeforcesParams
 
-    def rate(self, match: Match, before: Sequence[CodeforcesState]) -> list[RatingChange[CodeforcesState]]:
+    def rate_round(self, ratings: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.params
-        n = len(before)
-        ratings = np.fromiter((s.rating for s in before), float, n)
-        ranks = np.fromiter((x.rank for x in match.participants), np.int64, n)
+        n = len(ratings)
         if n < 2 or ranks.min() == ranks.max():
             # Outcome-free: codeforces_sys.rs skips the round. The match still
             # counts as played (events need matches >= 1).
             r, _ = centred(ratings)
             seed, _ = SeedFunction(r, p.scale)(r)
-            return [
-                RatingChange(x.player, s, CodeforcesState(s.rating, s.matches + 1), {"expected_rank": e})
-                for x, s, e in zip(match.participants, before, seed.tolist())
-            ]
+            return ratings, {"expected_rank": seed}
         # The middle of the tied places: (first + last) / 2, 1-based.
         order = np.sort(ranks)
         places = (np.searchsorted(order, ranks, "left") + np.searchsorted(order, ranks, "right") + 1) / 2.0
@@ -178,13 +171,4 @@ class Codeforces(RatingSystem[CodeforcesState]):
             # (Codeforces sorts its standings by rating with a stable sort).
             top = np.lexsort((np.arange(n), ranks, -ratings))[: min(n, 4 * round(math.sqrt(n)))]
             delta += min(max(-delta[top].sum() / len(top), -p.top_correction), 0.0)
-        new = ratings + delta
-        changes = []
-        for x, s, r, e, q in zip(match.participants, before, new.tolist(), seed.tolist(), perf.tolist()):
-            extras: dict[str, Any] = {"expected_rank": e, "performance": q}
-            changes.append(RatingChange(x.player, s, CodeforcesState(r, s.matches + 1), extras))
-        return changes
-
-    def win_probability(self, side: Sequence[CodeforcesState], other: Sequence[CodeforcesState]) -> float:
-        """P(j beats x) of the seed (step 1 above), the round's model of a pair."""
-        return 1.0 / (1.0 + 10.0 ** ((other[0].rating - side[0].rating) / self.params.scale))
+        return ratings + delta, {"expected_rank": seed, "performance": perf}

@@ -58,8 +58,8 @@ G2_SCALE = 173.7178  # Glicko-2's conversion constant, as printed in the paper
 G1_SCALE = 400.0 / math.log(10.0)  # 1/q of Glicko-1
 SECS_PER_DAY = 86400.0
 PI2 = math.pi**2
-# From this many participants the opponent sums go through NumPy (measured:
-# below it the plain loop is faster).
+# From this many participants the opponent sums go through NumPy: below it
+# NumPy's fixed cost per call outweighs the loop it saves.
 NUMPY_FROM = 12
 BLOCK_CELLS = 1 << 18  # (rows x opponents) per NumPy block: bounds temporaries
 # sum g^2 E (1 - E) below this means v > 1e100: the games carry no information
@@ -179,32 +179,6 @@ def _glicko1_step(mu: float, phi2: float, info: float, gain: float) -> tuple[flo
     return mu + phi_new2 * gain, math.sqrt(phi_new2)
 
 
-def glicko2_period(rating: float, deviation: float, volatility: float,
-                   games: Sequence[tuple[float, float, float]], tau: float = 0.5,
-                   epsilon: float = 1e-6, max_deviation: float | None = None) -> tuple[float, float, float]:
-    """One player's Glicko-2 rating period (Glickman's Steps 2-8). `games`:
-    (opponent rating, opponent deviation, score) per game. No games: Step 6
-    for a player who did not compete. `max_deviation` caps phi* (None: the
-    paper, uncapped). Returns (rating, deviation, volatility)."""
-    mu = (rating - CENTRE) / G2_SCALE
-    phi = deviation / G2_SCALE
-    info, gain, _ = _sums(mu, [((r - CENTRE) / G2_SCALE, _g(rd / G2_SCALE), s) for r, rd, s in games])
-    cap2 = math.inf if max_deviation is None else (max_deviation / G2_SCALE) ** 2
-    mu1, phi1, sigma1 = _glicko2_step(mu, phi * phi, volatility, info, gain, tau, epsilon, cap2)
-    return CENTRE + G2_SCALE * mu1, G2_SCALE * phi1, sigma1
-
-
-def glicko_period(rating: float, deviation: float,
-                  games: Sequence[tuple[float, float, float]]) -> tuple[float, float]:
-    """One player's Glicko-1 rating period, Step 2 (`deviation` is the RD after
-    Step 1). `games` as for glicko2_period. Returns (rating, deviation)."""
-    mu = (rating - CENTRE) / G1_SCALE
-    phi = deviation / G1_SCALE
-    info, gain, _ = _sums(mu, [((r - CENTRE) / G1_SCALE, _g(rd / G1_SCALE), s) for r, rd, s in games])
-    mu1, phi1 = _glicko1_step(mu, phi * phi, info, gain)
-    return CENTRE + G1_SCALE * mu1, G1_SCALE * phi1
-
-
 def latest(last_time: float | None, now: float | None) -> float | None:
     """The player's last match time after this one: a late result (older than
     the last match) leaves it, so the idle time is not counted twice."""
@@ -303,8 +277,25 @@ class _GlickoFamily(RatingSystem):
 
     has_uncertainty = True
     SCALE: ClassVar[float]
+    params: Glicko2Params | GlickoParams
 
-    def _pre_phi2(self, state: Any, now: float | None) -> float:  # pragma: no cover - overridden
+    # The state's fields a newcomer takes from the parameters of the same name, beside `initial`.
+    NEWCOMER: ClassVar[tuple[str, ...]]
+
+    def initial_state(self) -> Any:
+        p = self.params
+        return self.State(rating=p.initial, **{name: getattr(p, name) for name in self.NEWCOMER})  # type: ignore[call-arg]
+
+    def _pre_phi2(self, state: Any, now: float | None) -> float:
+        """phi^2 as the match's period starts: the deviation's phi^2 plus `_growth2` over
+        the idle periods, at most the initial deviation's (_capped)."""
+        phi = state.deviation / self.SCALE
+        growth2 = self._growth2(state, idle_periods(state.last_time, now, self.params.period_days))
+        if growth2 == 0.0:
+            return phi * phi
+        return self._capped(phi * phi, phi * phi + growth2)
+
+    def _growth2(self, state: Any, idle: float) -> float:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def _after(self, state: Any, mu: float, phi2: float, info: float, gain: float, now: float | None) -> Any:
@@ -348,7 +339,7 @@ class _GlickoFamily(RatingSystem):
         return self.SCALE * math.sqrt(self._pre_phi2(state, time))
 
     def _capped(self, phi2: float, grown2: float) -> float:
-        cap = self.params.deviation / self.SCALE  # type: ignore[attr-defined]
+        cap = self.params.deviation / self.SCALE
         return grown2 if grown2 <= cap * cap else max(cap * cap, phi2)
 
     # ---- a match to come ----
@@ -393,26 +384,21 @@ class Glicko2(_GlickoFamily):
     Params = Glicko2Params
     State = Glicko2State
     SCALE = G2_SCALE
+    NEWCOMER = ("deviation", "volatility")
     params: Glicko2Params
-
-    def initial_state(self) -> Glicko2State:
-        p = self.params
-        return Glicko2State(rating=p.initial, deviation=p.deviation, volatility=p.volatility)
-
-    def _pre_phi2(self, state: Glicko2State, now: float | None) -> float:
-        phi = state.deviation / G2_SCALE
-        idle = idle_periods(state.last_time, now, self.params.period_days)
-        if idle == 0.0:
-            return phi * phi
-        return self._capped(phi * phi, phi * phi + idle * state.volatility * state.volatility)
 
     def _after(self, state: Glicko2State, mu: float, phi2: float, info: float, gain: float,
                now: float | None) -> Glicko2State:
+        """Steps 5-8: the new volatility, phi* (capped), the new deviation and rating."""
         p = self.params
         cap = p.deviation / G2_SCALE
         mu1, phi1, sigma1 = _glicko2_step(mu, phi2, state.volatility, info, gain, p.tau, p.epsilon, cap * cap)
         return Glicko2State(CENTRE + G2_SCALE * mu1, G2_SCALE * phi1, sigma1, state.matches + 1,
                             latest(state.last_time, now))
+
+    def _growth2(self, state: Glicko2State, idle: float) -> float:
+        """Step 6's phi* for each idle period: sigma^2 a period."""
+        return idle * state.volatility * state.volatility
 
 
 class Glicko(_GlickoFamily):
@@ -420,20 +406,17 @@ class Glicko(_GlickoFamily):
     Params = GlickoParams
     State = GlickoState
     SCALE = G1_SCALE
+    NEWCOMER = ("deviation",)
     params: GlickoParams
 
-    def initial_state(self) -> GlickoState:
-        return GlickoState(rating=self.params.initial, deviation=self.params.deviation)
-
-    def _pre_phi2(self, state: GlickoState, now: float | None) -> float:
-        # Step 1 with t = 1 + idle periods.
-        p = self.params
-        t = 1.0 + idle_periods(state.last_time, now, p.period_days)
-        phi, c = state.deviation / G1_SCALE, p.c / G1_SCALE
-        return self._capped(phi * phi, phi * phi + c * c * t)
+    def _growth2(self, state: GlickoState, idle: float) -> float:
+        """Step 1, c^2 t, with t = 1 + the idle periods (the match's own period and the idle ones)."""
+        c = self.params.c / G1_SCALE
+        return c * c * (1.0 + idle)
 
     def _after(self, state: GlickoState, mu: float, phi2: float, info: float, gain: float,
                now: float | None) -> GlickoState:
+        """Step 2, and the floor `min_deviation` of the new RD."""
         mu1, phi1 = _glicko1_step(mu, phi2, info, gain)
         rd = max(G1_SCALE * phi1, self.params.min_deviation)
         return GlickoState(CENTRE + G1_SCALE * mu1, rd, state.matches + 1, latest(state.last_time, now))

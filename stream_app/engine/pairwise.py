@@ -21,11 +21,11 @@ included, of the probability of losing to them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from .base import Match, Params, PlayerState, RatingChange, RatingSystem, require
+from .base import Params, PlayerState, RoundSystem, require
 from .numeric import round_half_away
 
 # Rows of the pairwise matrix computed at once: bounds memory to about
@@ -97,17 +97,21 @@ def pairwise_deltas(
     return deltas, expected_rank
 
 
-class Pairwise(RatingSystem[PairwiseState]):
+class Pairwise(RoundSystem[PairwiseState]):
     name = "elo-pairwise"
     Params = PairwiseParams
     State = PairwiseState
     params: PairwiseParams
 
-    def rate(self, match: Match, before: Sequence[PairwiseState]) -> list[RatingChange[PairwiseState]]:
+    def after(self, state: PairwiseState, rating: float) -> PairwiseState:
+        """One more match, and ELORank's soft rating: the sum decays from the 100th."""
+        matches = state.matches + 1
+        soft_sum = state.soft_sum * 0.99 if matches >= 100 else state.soft_sum
+        return PairwiseState(rating=rating, matches=matches, soft_sum=soft_sum + rating)
+
+    def rate_round(self, ratings: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         p = self.params
-        ratings = np.fromiter((s.rating for s in before), float, len(before))
-        ranks = np.fromiter((x.rank for x in match.participants), np.int64, len(before))
-        k = np.full(len(before), p.k)
+        k = np.full(len(ratings), p.k)
         if p.top_n:
             # "Top n" by finishing position: rank r is in the top n when fewer
             # than n participants finished strictly ahead of it.
@@ -117,14 +121,4 @@ class Pairwise(RatingSystem[PairwiseState]):
         new_ratings = ratings + deltas
         if p.round:
             new_ratings = round_half_away(new_ratings)
-        changes = []
-        for x, state, new_rating, expected in zip(match.participants, before, new_ratings.tolist(), expected_rank.tolist()):
-            matches = state.matches + 1
-            soft_sum = state.soft_sum * 0.99 if matches >= 100 else state.soft_sum
-            after = PairwiseState(rating=new_rating, matches=matches, soft_sum=soft_sum + new_rating)
-            changes.append(RatingChange(x.player, state, after, {"expected_rank": expected}))
-        return changes
-
-    def win_probability(self, side: Sequence[PairwiseState], other: Sequence[PairwiseState]) -> float:
-        """P(i beats j) of the virtual game between the two (the module's docstring)."""
-        return 1.0 / (1.0 + 10.0 ** ((other[0].rating - side[0].rating) / self.params.scale))
+        return new_ratings, {"expected_rank": expected_rank}

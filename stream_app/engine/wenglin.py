@@ -137,7 +137,7 @@ _C0, _C1, _C2, _C3 = _erfcx_coefficients()
 class _Work:
     """Buffers for one tile shape, reused tile after tile: fresh temporaries get
     handed back to the system on free (glibc trims the top of its heap) and
-    fault their pages in again, a third of the time of a big round."""
+    fault their pages in again, a large part of a big round's time."""
 
     __slots__ = ("f", "index", "mask")
 

@@ -105,55 +105,36 @@ class Api:
             async def get(self, request: Request) -> Response:
                 return await api.answer(self, "leagues", lambda: api.all_leagues(request))
 
-        @app.page("/leagues/{league}")
-        class League(View):
-            async def get(self, request: Request, league: str) -> Response:
-                return await api.serve(self, request, "league", league, lambda: api.league(league))
+        # The routes of one league, each answered by the worker that owns the league
+        # (serve): (path, the method of Api that answers, whether it reads the query).
+        # The method's name is the endpoint; it gets the path's parameters by name.
+        for path, read, query in (
+            ("/leagues/{league}", Api.league, False),
+            ("/leagues/{league}/leaderboard", Api.leaderboard, True),
+            ("/leagues/{league}/players/{player}", Api.player, False),
+            ("/leagues/{league}/players/{player}/history", Api.history, True),
+            ("/leagues/{league}/players/{player}/versus/{opponent}", Api.versus, True),
+            ("/leagues/{league}/seasons", Api.seasons, False),
+            ("/leagues/{league}/seasons/{season}/leaderboard", Api.season_leaderboard, True),
+            ("/leagues/{league}/players/{player}/seasons", Api.player_seasons, False),
+            ("/leagues/{league}/predict", Api.predict, True),
+        ):
+            app.page(path)(self._league_view(read, query))
 
-        @app.page("/leagues/{league}/leaderboard")
-        class Leaderboard(View):
-            async def get(self, request: Request, league: str) -> Response:
-                return await api.serve(self, request, "leaderboard", league, lambda: api.leaderboard(request, league))
+    def _league_view(self, read: Callable[..., Any], query: bool) -> type[View]:
+        """The view of one of a league's routes (routes): `read(api, [request,] league, **names)`
+        answers where the league is owned; a {player} in the path is checked as an id first."""
+        api = self
+        endpoint = read.__name__
 
-        @app.page("/leagues/{league}/players/{player}")
-        class Player(View):
-            async def get(self, request: Request, league: str, player: str) -> Response:
-                return await api.serve(self, request, "player", league, lambda: api.player(league, player),
-                                       player=player)
+        async def get(view: View, request: Request, league: str, **names: str) -> Response:
+            def local() -> Any:
+                return read(api, request, league, **names) if query else read(api, league, **names)
 
-        @app.page("/leagues/{league}/players/{player}/history")
-        class History(View):
-            async def get(self, request: Request, league: str, player: str) -> Response:
-                return await api.serve(self, request, "history", league, lambda: api.history(request, league, player),
-                                       player=player)
+            return await api.serve(view, request, endpoint, league, local, player=names.get("player"))
 
-        @app.page("/leagues/{league}/players/{player}/versus/{opponent}")
-        class Versus(View):
-            async def get(self, request: Request, league: str, player: str, opponent: str) -> Response:
-                return await api.serve(self, request, "versus", league,
-                                       lambda: api.versus(request, league, player, opponent), player=player)
-
-        @app.page("/leagues/{league}/seasons")
-        class Seasons(View):
-            async def get(self, request: Request, league: str) -> Response:
-                return await api.serve(self, request, "seasons", league, lambda: api.seasons(league))
-
-        @app.page("/leagues/{league}/seasons/{season}/leaderboard")
-        class SeasonLeaderboard(View):
-            async def get(self, request: Request, league: str, season: str) -> Response:
-                return await api.serve(self, request, "season_leaderboard", league,
-                                       lambda: api.season_leaderboard(request, league, season))
-
-        @app.page("/leagues/{league}/players/{player}/seasons")
-        class PlayerSeasons(View):
-            async def get(self, request: Request, league: str, player: str) -> Response:
-                return await api.serve(self, request, "player_seasons", league, lambda: api.player_seasons(league, player),
-                                       player=player)
-
-        @app.page("/leagues/{league}/predict")
-        class Predict(View):
-            async def get(self, request: Request, league: str) -> Response:
-                return await api.serve(self, request, "predict", league, lambda: api.predict(request, league))
+        # Named as the endpoint: Leaderboard, SeasonLeaderboard, ... (Faust's name of the route).
+        return type(endpoint.title().replace("_", ""), (View,), {"get": get})
 
     # -- answering and forwarding ------------------------------------------------------
     async def answer(self, view: View, endpoint: str, local: Callable[[], Any]) -> Response:

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from stream_app.engine import InvalidMatch, Match, ParamError, Participant
 from stream_app.engine import glicko as glicko_module
-from stream_app.engine.glicko import G2_SCALE, Glicko, Glicko2, Glicko2State, GlickoState, glicko2_period, glicko_period
+from stream_app.engine.glicko import G2_SCALE, Glicko, Glicko2, Glicko2State, GlickoState
+from tests.engine.glicko_reference import glicko2_period, glicko_period
 
 DAY = 86400.0
 # Glickman's examples: a 1500 player (RD 200) beats 1400/30, loses to 1550/100 and 1700/300.
@@ -134,6 +135,19 @@ def test_against_the_package_as_published():
         theirs = _package(pkg.Player, rating, deviation, volatility, games)
         assert ours[2] == pytest.approx(theirs[2], rel=0.02)
         assert ours[:2] == pytest.approx(theirs[:2], abs=0.3)
+
+
+def test_rate_is_the_reference_period():
+    """The periods checked against the package above, through Glicko2.rate: the player
+    in a match with the opponents, ranked to score s against each (the opponents' games
+    among themselves do not touch the player's update); phi* uncapped, as in the paper."""
+    system = Glicko2.from_mapping({"deviation": 1e6})
+    place = {1.0: 3, 0.5: 2, 0.0: 1}  # the opponent's rank for the player's score; the player is 2nd
+    for rating, deviation, volatility, games in _periods(1):
+        before = [_g2(rating, deviation, volatility)] + [_g2(r, rd) for r, rd, _ in games]
+        after = system.rate(_match([2] + [place[s] for _, _, s in games]), before)[0].after
+        reference = glicko2_period(rating, deviation, volatility, games)
+        assert (after.rating, after.deviation, after.volatility) == pytest.approx(reference, abs=1e-9, rel=1e-9)
 
 
 @pytest.mark.parametrize("periods", [2.0, 2.5])

@@ -22,8 +22,8 @@ INV_SQRT2 = 1.0 / math.sqrt(2.0)
 
 # Cells (rows x terms) of one block of a dense evaluation: bounds temporaries.
 BLOCK_CELLS = 1 << 18
-# Rows of a window evaluation are taken by blocks of about this many cells
-# (the work buffer then stays in the core's cache: a quarter faster).
+# Rows of a window evaluation are taken by blocks of about this many cells,
+# so that the work buffer stays in the core's cache.
 WINDOW_BLOCK_CELLS = 1 << 15
 
 

@@ -25,9 +25,8 @@ def _pack_factors(perfs: Sequence[float], w_arg: Sequence[float], w_out: Sequenc
 
 
 # Not frozen: a round builds one state per participant, and a frozen dataclass
-# stores each field through object.__setattr__ (a round of 16,000 took a fifth
-# longer). States are never changed once built: RatingSystem.rate must not
-# mutate its inputs.
+# stores each field through object.__setattr__, which big rounds feel. States
+# are never changed once built: RatingSystem.rate must not mutate its inputs.
 @dataclass(slots=True)
 class MmrState(PlayerState):
     rating: float  # mu: the maximum of the skill posterior
