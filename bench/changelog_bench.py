@@ -4,7 +4,7 @@ the input itself measured in the same run (the bytes of the results read).
 
 30,000 two-player matches over 10 leagues of 1,000 players, applied by the
 batch loop (stream/batch_loop.py) in batches of 2,000 on a real local store, the
-broker being tests/support/memory.py's: the figures are the worker's own
+broker in memory (streamtools.RecordingBroker): the figures are the worker's own
 records, keys and values (Kafka's per-record overhead and compression not
 counted), before any compaction.
 

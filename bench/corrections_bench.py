@@ -9,7 +9,7 @@ from the same run:
    Elo-MMR settings with a boundary every 50 contests, then contest 536 voided.
    Baseline: the replay of the whole file.
 3. cost: the batch loop and commit sequence on a real local store (the broker
-   is tests/support/memory.py's) over 500,000 two-player matches: the log's,
+   in memory: streamtools.RecordingBroker) over 500,000 two-player matches: the log's,
    the snapshots' and the boundaries' share of the store and the changelog,
    and the speed with a boundary every 10,000 results (the default) and every
    1,000, against none, in the same run.

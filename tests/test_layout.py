@@ -152,3 +152,24 @@ def test_the_engine_imports_nothing_of_the_service_and_the_stream_nothing_of_the
               for name, imported in graph.items() if name.startswith("stream_app.stream")}
     assert {name: found for name, found in stream.items() if found} == {}
     assert graph["stream_app.apply"] >= {"stream_app.rating", "stream_app.rerate"}  # the graph sees what is there
+
+
+def imported_roots(path: Path) -> set[str]:
+    """The top-level names a file imports, at any depth (inside functions too)."""
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_the_benchmarks_and_the_package_import_nothing_of_the_tests(tmp_path):
+    root = PACKAGE.parent
+    offenders = [str(path.relative_to(root)) for folder in ("bench", "stream_app")
+                 for path in sorted((root / folder).rglob("*.py")) if "tests" in imported_roots(path)]
+    assert offenders == []
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f():\n    from tests.support.memory import MemoryBroker\n")
+    assert "tests" in imported_roots(sample)  # the check sees imports inside functions
