@@ -154,11 +154,21 @@ def codeforces(every: int = 50) -> dict[str, Any] | None:
 # -- (3) -------------------------------------------------------------------------------------
 def cost(matches: int, players: int = 100_000) -> dict[str, Any]:
     from bench.streamtools import batch_loop, two_player_records
+    from stream_app.stream.changelog import DATA_START, row_of
     from stream_app.stream.tables import TABLE_PREFIX
 
     records = two_player_records(matches, players)
     out: dict[str, Any] = {"matches": matches, "players": players}
     names = {prefix: table for table, prefix in TABLE_PREFIX.items()}
+
+    def changelog_part(value: bytes) -> str:
+        """What a changelog record is: an entry (a result with its outcome), a row of a
+        table (what a re-rate wrote), or a mark (checkpoint, fence, start)."""
+        if value[:1] == b"E":
+            return "entries"
+        if value[:1] == b"R":
+            return names.get(row_of(value[DATA_START:])[0][:1], "other rows")
+        return "marks"
     for name, every in (("no boundaries", 10**12), ("a boundary every 10,000", 10_000), ("a boundary every 1,000", 1000)):
         config = LeagueConfig.from_toml(f'[default]\nalgorithm = "elo"\nsnapshot_every = {every}\n')
         directory = Path(tempfile.mkdtemp(prefix="corrections-cost-"))
@@ -167,8 +177,7 @@ def cost(matches: int, players: int = 100_000) -> dict[str, Any]:
             seconds, store, broker, changelog_topic = await batch_loop(directory, config, records)
             by_table: dict[str, int] = {}
             for key, value in broker.logs[(changelog_topic, 0)]:
-                table = names.get(key[:1], "marks")
-                by_table[table] = by_table.get(table, 0) + len(key) + len(value)
+                by_table[changelog_part(value)] = by_table.get(changelog_part(value), 0) + len(key) + len(value)
             stored: dict[str, int] = {}
             for key, value in store.scan(0, b""):
                 table = names.get(key[:1], "checkpoint")
