@@ -257,7 +257,6 @@ class _Rerating:
         if place.opened is not None:
             state.put_boundary(league, place.boundary, place.key, place.opened)
 
-
     def _keep(self, boundary: int, snapshots: list[tuple[str, PlayerRecord]], changes: list[RatingChange],
               records: list[PlayerRecord]) -> None:
         """The snapshot rows to the state; the players' records to the working ones."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..security import KafkaSecurity
-from ..settings import DEFAULTS, Settings, bootstrap_servers
+from ..settings import DEFAULTS, bootstrap_servers
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +25,6 @@ class KafkaConnection:
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
     client_id: str = "ratings-client"
     request_timeout: float = 30.0
-
-    @classmethod
-    def from_settings(cls, settings: Settings, **options: Any) -> "KafkaConnection":
-        """The broker, topics and security of a worker's settings."""
-        return cls(settings.broker, settings.match_topic, settings.changes_topic, settings.dlq_topic,
-                   settings.partitions, settings.security, **options)
 
     @property
     def bootstrap(self) -> str:

@@ -81,7 +81,7 @@ class WorkerApp:
         intake = Intake(self.kafka_options(), settings.batch_max, wait_ms=int(settings.batch_wait * 1000),
                         fetch_wait_ms=int(settings.fetch_wait * 1000))
         self.batches = BatchLoop(settings, self.config, self.store, kafka_io.ProducerSender(self.app),
-                             KafkaTopicReader(self.kafka_options()), intake)
+                                 KafkaTopicReader(self.kafka_options()), intake)
         self.batches.ensure_topics = lambda: ensure_topics(settings)
         self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic, *self.batches.deriving)
         self.broker_watch = BrokerWatch(self.kafka_options())
