@@ -314,18 +314,19 @@ def run_foreground(port: int = 9092, host: str = HOST) -> int:
     except BrokerError as exc:
         print(f"ratings broker: {exc}", file=sys.stderr)
         return 1
-    print(
-        f"broker: ready at {broker.url} (bootstrap {broker.bootstrap}, pid {broker.pid})\n"
-        f"broker: NOTE {MEMORY_ONLY_NOTICE}.\n"
-        "broker: press Ctrl-C to stop it",
-        file=sys.stderr,
-        flush=True,
-    )
+
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
+    try:  # before saying "press Ctrl-C": a Ctrl-C right after the line is a clean stop too
+        print(
+            f"broker: ready at {broker.url} (bootstrap {broker.bootstrap}, pid {broker.pid})\n"
+            f"broker: NOTE {MEMORY_ONLY_NOTICE}.\n"
+            "broker: press Ctrl-C to stop it",
+            file=sys.stderr,
+            flush=True,
+        )
         assert broker.process is not None
         status = broker.process.wait()
         print(f"ratings broker: the broker exited by itself with status {status}", file=sys.stderr)

@@ -1,5 +1,6 @@
-"""Shared fixtures. `broker`: one embedded Tansu broker for the whole session
-(memory only; every test uses its own topic names, see tests/support/names.py)."""
+"""Shared fixtures. `broker`: one broker for the whole session of each test process
+(`make test` runs several under pytest-xdist, each with its own broker; every test
+uses its own topic names, see tests/support/names.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 
 import pytest
 
-from stream_app.broker import EmbeddedBroker
+from tests.support.brokers import start_broker
 from tests.support.names import Topics, unique_name
 
 
@@ -23,10 +24,36 @@ def pytest_sessionstart(session):
             pytest.exit(f"RATINGS_EXPECT_COMPILED: not compiled: {plain}", returncode=3)
 
 
+# The directories whose tests take minutes, started first: under pytest-xdist the
+# processes then end together instead of one finishing a long test alone.
+LONG_FIRST = ("tests/reliability/", "tests/deploy/test_compile.py", "tests/e2e/")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Long tests first (a stable sort: a module's tests stay together); a test that
+    uses the shared broker is marked `broker` (`make check` leaves those out)."""
+    def rank(item) -> int:
+        path = item.nodeid
+        return next((i for i, prefix in enumerate(LONG_FIRST) if path.startswith(prefix)), len(LONG_FIRST))
+
+    items.sort(key=rank)
+    for item in items:
+        if "broker" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.broker)
+
+
+def pytest_configure(config):
+    """--dist loadgroup keeps a module's tests (and the workers they share) in one test
+    process; from pytest 9.2 it silently stops grouping (pytest-xdist#1386)."""
+    if config.getoption("dist", "no") == "loadgroup" and tuple(pytest.version_tuple[:2]) >= (9, 2):
+        raise pytest.UsageError(f"pytest {pytest.__version__}: --dist loadgroup does not group tests "
+                                "(pytest-xdist#1386); install the pinned pytest (make test does)")
+
+
 @pytest.fixture(scope="session")
 def broker():
-    """A running EmbeddedBroker on a free port; stopped (and gone) after the session."""
-    with EmbeddedBroker() as running:
+    """A running broker (tests/support/brokers.py); stopped (and gone) after the session."""
+    with start_broker() as running:
         yield running
 
 

@@ -173,3 +173,22 @@ def test_the_benchmarks_and_the_package_import_nothing_of_the_tests(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("def f():\n    from tests.support.memory import MemoryBroker\n")
     assert "tests" in imported_roots(sample)  # the check sees imports inside functions
+
+
+def test_servers_in_tests_listen_on_ports_of_their_test_process_only():
+    """Test processes run side by side (pytest-xdist): none may be handed a port another
+    uses. Tests take ports from their process's block (tests/support/ports.py), never from
+    the kernel (stream_app.processes.free_port: the ephemeral range every process shares);
+    the blocks do not overlap and end below Linux's ephemeral range."""
+    import re
+
+    from tests.support import ports
+
+    tests = PACKAGE.parent / "tests"
+    offenders = [str(path.relative_to(tests)) for path in sorted(tests.rglob("*.py"))
+                 if re.search(r"from stream_app\.processes import [^\n]*\bfree_port\b|processes\.free_port\(",
+                              path.read_text())]
+    assert offenders == []
+    blocks = [set(range(ports.FIRST + ports.BLOCK * i, ports.FIRST + ports.BLOCK * (i + 1))) for i in range(ports.BLOCKS)]
+    assert sum(map(len, blocks)) == len(set().union(*blocks))
+    assert max(max(block) for block in blocks) < 32_768

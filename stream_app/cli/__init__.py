@@ -11,7 +11,8 @@ from . import offline, publish, stream
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ratings", description="Streaming per-league ratings (Elo, multi-player Elo, Elo-MMR).")
+    parser = argparse.ArgumentParser(prog="ratings", description="Streaming per-league ratings (Elo, multi-player Elo, Codeforces, Elo-MMR, Elo-MMchi, "
+                                     "Glicko, Glicko-2, Weng-Lin).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     offline.add_commands(sub)
     stream.add_commands(sub)

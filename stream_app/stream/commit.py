@@ -117,7 +117,7 @@ class Committer:
         # Told of each partition taken up, and of each batch's writes once in the local store (stream/reads.py).
         self.on_take_up: Callable[[int], None] = lambda partition: None
         self.on_commit: Callable[[int, dict], None] = lambda partition, overlay: None
-        self.take_up_records = 0  # changelog records read by take-ups
+        self.take_up_records = 0  # changelog records read by take-ups, counted as each part is stored
         self.fenced = 0  # changelog records of replaced workers seen
         self.replaced = 0  # batches that found this worker replaced
         self.started_over: list[dict[str, Any]] = []  # changelog partitions found to have started over (for /health)
@@ -130,7 +130,6 @@ class Committer:
         reader = ChangelogRule(local)
         if local.changelog >= 0 and not await holds(self.changelog, self.topic, partition, local):
             reader = await self._start_over(partition, local)
-        first = reader.position
         epoch = reader.checkpoint.epoch + 1
         while True:
             [ack] = await self.sender.send(self.topic, partition, [fence_record(epoch)])
@@ -142,20 +141,28 @@ class Committer:
             if reader.checkpoint.changelog == fence_at:  # the rule accepted our fence
                 break
             epoch = reader.checkpoint.epoch + 1
-        self.take_up_records += reader.position - first
-        observe.TAKE_UP_RECORDS.inc(reader.position - first)
         observe.TAKE_UP_SECONDS.observe(time.perf_counter() - started)
         self.on_take_up(partition)
         return transaction(self.store, partition, reader.checkpoint, self.tables)  # at our fence
 
     async def read_changelog(self, partition: int, reader: ChangelogRule, end: int) -> None:
         """Feed the reader the changelog up to `end` (exclusive), storing what it commits."""
+        counted = reader.position
+
+        def store() -> None:
+            # Counted once stored: a take-up killed part-way goes on from what the count says.
+            nonlocal counted
+            store_committed(self.store, partition, reader, self.tables, self.derive)
+            self.take_up_records += reader.position - counted
+            observe.TAKE_UP_RECORDS.inc(reader.position - counted)
+            counted = reader.position
+
         async for records in self.changelog.read(self.topic, partition, reader.position, end):
             for offset, key, value in records:
                 reader.feed(offset, key, value)
             if len(reader.records) >= FLUSH_RECORDS:
-                store_committed(self.store, partition, reader, self.tables, self.derive)
-        store_committed(self.store, partition, reader, self.tables, self.derive)
+                store()
+        store()
         observe.FENCED_RECORDS.inc(reader.fenced)
         self.fenced += reader.fenced
         reader.fenced = 0

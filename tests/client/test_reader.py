@@ -18,8 +18,8 @@ from aiohttp import web
 from stream_app import cli
 from stream_app.client.reader import ApiReader
 from stream_app.client import ApiError, ApiUnreachable, EventFollower, InputProducer, RatingsClient
-from stream_app.processes import free_port
 from stream_app.settings import Settings
+from tests.support.ports import free_port
 
 
 class FakeApi:

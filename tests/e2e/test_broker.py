@@ -19,10 +19,10 @@ from aiokafka import AIOKafkaProducer
 
 from stream_app import cli
 from stream_app.broker import BrokerError, EmbeddedBroker, kafka_ready
-from stream_app.processes import free_port
 from stream_app.client import RatingsClient
 from stream_app.security import KafkaSecurity, SecurityConfigError
 from tests.support.broker_control import resume, suspend
+from tests.support.ports import free_port
 from tests.support.kafka import change, match, read_topic, write_topic
 from tests.support.workers import ROOT
 

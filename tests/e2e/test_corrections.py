@@ -20,6 +20,9 @@ from tests.support.kafka import read_all
 from tests.support.leagues import assert_same_history, assert_same_state
 from tests.support.workers import applied_by
 
+# Its tests share the workers of a module fixture: under pytest-xdist, one process runs them all.
+pytestmark = pytest.mark.xdist_group("test_corrections")
+
 
 def void(league: str, match_id: str, **extra) -> dict:
     return {"schema": "match-voided.v1", "league": league, "match_id": match_id, "reason": "test", **extra}

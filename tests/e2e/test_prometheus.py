@@ -21,11 +21,12 @@ from typing import Any
 
 import pytest
 
-from stream_app.processes import dies_with_this_process, free_port
+from stream_app.processes import dies_with_this_process
 from stream_app.client import RatingsClient
 from stream_app.leagues import LeagueConfig
 
 from tests.support.names import Topics, unique_name
+from tests.support.ports import free_port
 from tests.support.prometheus import INSTALL_HINT, binary
 from tests.support.workers import ROOT, WorkerProcess, wait_for
 

@@ -19,6 +19,9 @@ from stream_app.stream.openapi import document
 from tests.support.openapi import checked
 from tests.support.workers import applied_by
 
+# Its tests share the workers of a module fixture: under pytest-xdist, one process runs them all.
+pytestmark = pytest.mark.xdist_group("test_reads")
+
 CONFIG = """
 [default]
 algorithm = "elo"

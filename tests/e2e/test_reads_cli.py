@@ -17,10 +17,13 @@ import pytest
 
 from stream_app import cli
 from stream_app.client import ApiError, RatingsClient
-from stream_app.processes import free_port
 from tests.support.leagues import league_events
 from tests.support.openapi import checked
+from tests.support.ports import free_port
 from tests.support.workers import WorkerProcess, applied_by
+
+# Its tests share the workers of a module fixture: under pytest-xdist, one process runs them all.
+pytestmark = pytest.mark.xdist_group("test_reads_cli")
 
 MIN_MATCHES = 5
 CONFIG = f"""

@@ -35,14 +35,17 @@ from pathlib import Path
 import orjson
 import pytest
 
-from stream_app.processes import free_port
 from stream_app.client import RatingsClient
 from stream_app.security import KafkaSecurity, SecurityConfigError
 
 from tests.support.kafka import ensure_topics, keyed, publish, topic_args as topics_of
 from tests.support.leagues import CONFIG, league_matches
 from tests.support.names import unique_name
+from tests.support.ports import free_port
 from tests.support.workers import ROOT, WorkerProcess, wait_for
+
+# Its tests share the workers of a module fixture: under pytest-xdist, one process runs them all.
+pytestmark = pytest.mark.xdist_group("test_security")
 
 SECRET = "pa55-W0rd-" + os.urandom(6).hex()  # unique: found only if leaked
 

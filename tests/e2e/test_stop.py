@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from stream_app.broker import EmbeddedBroker
+from tests.support.brokers import start_broker
 from tests.support.kafka import ensure_topics, topic_args
 from tests.support.names import unique_name
 from tests.support.workers import WorkerProcess, wait_for
@@ -18,7 +18,7 @@ STOP_TIMEOUT = 4.0
 
 def test_a_worker_whose_broker_is_gone_stops_on_sigterm_within_its_grace_period(tmp_path):
     prefix = unique_name("stop")
-    with EmbeddedBroker() as broker:
+    with start_broker() as broker:
         asyncio.run(ensure_topics(broker.url, prefix))
         worker = WorkerProcess(broker.url, topic_args(prefix), prefix, tmp_path / "w", name="w",
                                extra_args=["--stop-timeout", str(STOP_TIMEOUT)])

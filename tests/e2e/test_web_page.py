@@ -19,6 +19,9 @@ from stream_app.stream.partitioner import league_partition
 from tests.support.browser import headless_chrome, load, screenshot, settle
 from tests.support.workers import applied_by, assigned
 
+# Its tests share the workers of a module fixture: under pytest-xdist, one process runs them all.
+pytestmark = pytest.mark.xdist_group("test_web_page")
+
 CONFIG = """
 [default]
 algorithm = "elo"

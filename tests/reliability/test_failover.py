@@ -12,6 +12,7 @@ import time
 import pytest
 
 from stream_app.leagues import LeagueConfig
+from stream_app.stream.standby import FLUSH_SECONDS
 from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, read_all, records_in, topic_args as topics_of
 from tests.support.leagues import (CONFIG, assert_same_history, assert_same_state, league_matches, match_counts, replay_with_event_ids,
                                   stream_events)
@@ -43,18 +44,20 @@ def test_the_standby_takes_over_a_killed_owners_partitions_without_a_full_restor
                     and set(hx["standby_partitions"]) == set(hy["assigned_partitions"])
                     and set(hy["standby_partitions"]) == set(hx["assigned_partitions"]))
 
-    publisher = SteadyPublisher(broker.bootstrap, f"{prefix}.matches", keyed(events), seconds=90.0)
+    # Over 45 s: the owner is killed about 15 s in (more on a busy machine), mid-stream.
+    publisher = SteadyPublisher(broker.bootstrap, f"{prefix}.matches", keyed(events), seconds=45.0)
     a, b = worker("a"), worker("b-0")
     try:
         wait_for(lambda: split(a, b), 120, "two workers, each the other's standby", workers=[a, b])
         publisher.start()
         wait_for(lambda: (a.health() or {}).get("applied", 0) > 0, 60, "matches applied", workers=[a, b])
-        # Kill the standby and bring it back on its data directory: it follows again from its checkpoints.
-        time.sleep(5)
+        # Kill the standby and bring it back on its data directory: it follows again from its
+        # checkpoints. Each wait below is two of the standby's checkpoint intervals (standby.FLUSH_SECONDS).
+        time.sleep(2 * FLUSH_SECONDS)
         b.kill()
         b = worker("b-0")
         wait_for(lambda: split(a, b), 120, "the standby back", workers=[a, b])
-        time.sleep(5)
+        time.sleep(2 * FLUSH_SECONDS)
         # Kill the owner mid-stream: the standby takes its partitions over.
         owned_by_a = set(a.health()["assigned_partitions"])
         read_before = b.health()["take_up_records"]

@@ -10,8 +10,8 @@ import time
 import orjson
 import pytest
 
-from stream_app.broker import EmbeddedBroker
 from stream_app.leagues import LeagueConfig
+from tests.support.brokers import start_broker
 from tests.support.broker_control import resume, suspend
 from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, publish, topic_args as topics_of
 from tests.support.leagues import CONFIG, assert_same_state, league_matches, match_counts, replay_state, stream_events
@@ -71,8 +71,11 @@ def test_second_worker_joins_halfway_and_the_first_stops_later(broker, tmp_path,
                 w.stop()
 
 
-def test_a_frozen_broker_for_15_seconds_mid_stream(tmp_path):
-    with EmbeddedBroker() as broker:
+STALL_SECONDS = 8  # longer than the worker's consumer session (6 s, settings.session_timeout)
+
+
+def test_a_frozen_broker_longer_than_the_session_mid_stream(tmp_path):
+    with start_broker() as broker:
         prefix, topic_args, config_path, ledger, publisher = prepare(broker, tmp_path, seed=31, steady=True)
         counts = match_counts(ledger)
         total = sum(counts.values())
@@ -81,7 +84,7 @@ def test_a_frozen_broker_for_15_seconds_mid_stream(tmp_path):
             wait_for(lambda: (worker.health() or {}).get("applied", 0) > 0, 120, "the worker to apply matches", workers=[worker])
             before = applied(worker, counts)
             suspend(broker)
-            time.sleep(15)
+            time.sleep(STALL_SECONDS)
             resume(broker)
             publisher.join(120)
             assert publisher.error is None, publisher.error

@@ -35,7 +35,7 @@ def test_a_frozen_owner_thawed_after_its_partitions_moved_changes_nothing(broker
     asyncio.run(ensure_topics(broker.url, prefix))
     a = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "a", config_path, name="a", extra_args=FAST_GROUP)
     b = WorkerProcess(broker.url, topic_args, prefix, tmp_path / "b", config_path, name="b", extra_args=FAST_GROUP)
-    publisher = SteadyPublisher(broker.bootstrap, f"{prefix}.matches", keyed(events), seconds=60.0)
+    publisher = SteadyPublisher(broker.bootstrap, f"{prefix}.matches", keyed(events), seconds=40.0)
     try:
         wait_for(lambda: assigned(a) and assigned(b) and assigned(a) | assigned(b) == set(range(8)), 120,
                  "two workers to share the partitions", workers=[a, b])

@@ -4,9 +4,11 @@ minute."""
 
 import logging
 
-from stream_app.broker import EmbeddedBroker
+import pytest
+
 from stream_app.stream import observe
 from stream_app.stream.connection import REPEAT_SECONDS, BrokerWatch, RepeatFilter
+from tests.support.brokers import start_broker
 
 
 def test_a_repeated_client_message_is_logged_once_a_minute_and_counted():
@@ -40,9 +42,10 @@ def test_the_filter_sits_on_every_kafka_client_logger():
             logging.getLogger(name).removeFilter(repeats)
 
 
+@pytest.mark.broker
 async def test_the_watch_says_when_the_broker_stops_answering_and_when_it_is_back(caplog):
     caplog.set_level(logging.WARNING, logger="stream_app.stream.connection")
-    broker = EmbeddedBroker().start()
+    broker = start_broker()
     watch = BrokerWatch({"bootstrap_servers": broker.bootstrap}, timeout=2.0)
     try:
         assert await watch.check() and watch.health() == "connected"
@@ -52,7 +55,7 @@ async def test_the_watch_says_when_the_broker_stops_answering_and_when_it_is_bac
         assert not await watch.check()  # still down: no second line
         assert watch.health().startswith("unreachable since 20")
         assert observe.BROKER_CONNECTED._value.get() == 0
-        broker = EmbeddedBroker(port=port).start()
+        broker = start_broker(port)
         assert await watch.check() and watch.health() == "connected"
         assert observe.BROKER_CONNECTED._value.get() == 1
     finally:

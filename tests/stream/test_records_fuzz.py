@@ -61,6 +61,8 @@ round = true
 [leagues."mmr-*"]
 algorithm = "elo-mmr"
 """)
+# 4,800 examples, about 30 s of CPU: `make test` runs them, `make check` (a minute) does not.
+pytestmark = pytest.mark.slow
 TOPIC = "fuzz.matches"
 HANDLER = RecordHandler(CONFIG, 1, TOPIC + "-by-league")  # one partition: every league is local
 

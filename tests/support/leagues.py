@@ -4,6 +4,7 @@ and the check that a worker serves exactly the replay's state."""
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 
 import orjson
@@ -132,10 +133,21 @@ def league_matches(worker, league: str) -> int:
     return body["matches"] if status == 200 else -1
 
 
+def get_when_ready(worker, path: str, timeout: float = 60.0):
+    """(status, body) of GET path, asked again while the worker answers 503: it is
+    rebalancing or taking partitions up, and the API says to retry shortly."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, body = worker.get(path)
+        if status != 503 or time.monotonic() > deadline:
+            return status, body
+        time.sleep(0.2)
+
+
 def assert_same_state(worker, ledger: Ledger) -> None:
     """Every league's leaderboard, served by the worker, is the replay's exactly."""
     for league, players in ledger.snapshot().items():
-        status, board = worker.get(f"/leagues/{league}/leaderboard?limit=100000")
+        status, board = get_when_ready(worker, f"/leagues/{league}/leaderboard?limit=100000")
         assert status == 200, board
         served = {row["player"]: (row["rating"], row["matches"], row.get("uncertainty")) for row in board["players"]}
         expected = {p: (v["rating"], v["matches"], v.get("uncertainty")) for p, v in players.items()
@@ -164,7 +176,7 @@ def assert_same_history(worker, ledger: Ledger, per_league: int = 2) -> None:
             entries, before = [], None
             while True:
                 query = "limit=1000" + ("" if before is None else f"&before={before}")
-                status, page = worker.get(f"/leagues/{league}/players/{player}/history?{query}")
+                status, page = get_when_ready(worker, f"/leagues/{league}/players/{player}/history?{query}")
                 assert status == 200, page
                 entries += page["changes"]
                 before = page["next"]

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from stream_app import processes
+from tests.support.brokers import refuse_without_broker
+from tests.support.ports import free_port
 
 # A 6 s session (0.5 s heartbeats): the group gives a killed or frozen worker's partitions away sooner.
 FAST_GROUP = ["--session-timeout", "6", "--heartbeat-interval", "0.5"]
@@ -22,8 +24,9 @@ class WorkerProcess(processes.WorkerProcess):
     def __init__(self, broker_url: str, topics_args: list[str], app_id: str, data_dir: Path, config: Path | None = None,
                  log_dir: Path | None = None, name: str = "worker", extra_args: list[str] = (),
                  env: dict[str, str] | None = None):
+        refuse_without_broker("a worker process started")
         self.name = name
-        port = processes.free_port()
+        port = free_port()
         args = [*topics_args, "--app-id", app_id, *extra_args]
         if config is not None:
             args += ["--config", str(config)]
