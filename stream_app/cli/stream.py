@@ -1,4 +1,4 @@
-"""The streaming commands: `ratings worker`, `broker`, `produce`, `subscribe`,
+"""The streaming commands: `ratings worker`, `broker`, `kafka`, `produce`, `subscribe`,
 `leaderboard`, `player`, `seasons`, `predict`, `versus` and `demo`."""
 
 from __future__ import annotations
@@ -240,6 +240,12 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return run_foreground(args.port, args.host)
 
 
+def cmd_kafka(args: argparse.Namespace) -> int:
+    from ..kafka_broker import run_foreground
+
+    return run_foreground(args.nodes, args.port)
+
+
 # -- ratings subscribe -------------------------------------------------------------
 def cmd_subscribe(args: argparse.Namespace) -> int:
     return asyncio.run(_subscribe(args))
@@ -346,6 +352,13 @@ def add_commands(sub: Any) -> None:
                 "It keeps every topic in memory: stopping or restarting it loses all data.")
     p.add_argument("--port", type=port, default=9092, help="TCP port (default %(default)s)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise (default %(default)s)")
+
+    p = command(sub, "kafka", cmd_kafka, "run Apache Kafka (1 or 3 nodes; Java 17) until Ctrl-C; data kept until then",
+                "Run Apache Kafka in the foreground until Ctrl-C: each node broker and controller (KRaft) on "
+                "127.0.0.1, node i on ports PORT+2(i-1) (clients) and the next (controller). The first run downloads "
+                "Kafka with Maven (mvn). The data is in a temporary directory, removed when it stops.")
+    p.add_argument("--nodes", type=int, choices=(1, 3), default=1, help="nodes (default %(default)s)")
+    p.add_argument("--port", type=port, default=9092, help="the first node's client port (default %(default)s)")
 
     p = command(sub, "subscribe", cmd_subscribe, "print rating-changed events as JSON lines",
                 "Print rating-changed events (or, with --dead-letters, dead letters) as JSON lines, one per line, until "
