@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.support.brokers import start_broker
+from tests.support.brokers import KAFKA_MISSING, start_broker, start_kafka
 from tests.support.names import Topics, unique_name
 
 
@@ -31,14 +31,14 @@ LONG_FIRST = ("tests/reliability/", "tests/deploy/test_compile.py", "tests/e2e/"
 
 def pytest_collection_modifyitems(config, items):
     """Long tests first (a stable sort: a module's tests stay together); a test that
-    uses the shared broker is marked `broker` (`make check` leaves those out)."""
+    uses the shared broker or Kafka is marked `broker` (`make check` leaves those out)."""
     def rank(item) -> int:
         path = item.nodeid
         return next((i for i, prefix in enumerate(LONG_FIRST) if path.startswith(prefix)), len(LONG_FIRST))
 
     items.sort(key=rank)
     for item in items:
-        if "broker" in getattr(item, "fixturenames", ()):
+        if {"broker", "kafka"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.broker)
 
 
@@ -54,6 +54,16 @@ def pytest_configure(config):
 def broker():
     """A running broker (tests/support/brokers.py); stopped (and gone) after the session."""
     with start_broker() as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """A running one-node Apache Kafka for the session of each test process (skipped
+    with one line where Java or Maven is missing)."""
+    if KAFKA_MISSING:
+        pytest.skip(KAFKA_MISSING)
+    with start_kafka() as running:
         yield running
 
 

@@ -3,7 +3,9 @@ reach them (security, timeouts), and creating those topics when they are missing
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -68,7 +70,7 @@ class KafkaConnection:
                 for name, code, message in _topic_errors(response):
                     if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS (a concurrent creator)
                         raise RuntimeError(f"cannot create topic {name!r}: error {code}: {message}")
-            described = await admin.describe_topics(names)
+            described = await _described(admin, names, self.request_timeout)
         finally:
             await admin.close()
         counts = {entry["topic"]: len(entry["partitions"]) for entry in described}
@@ -76,6 +78,19 @@ class KafkaConnection:
             if count != partitions:
                 log.warning("topic %r has %d partitions, not %d", name, count, partitions)
         return counts
+
+
+async def _described(admin: Any, names: list[str], timeout: float) -> list[dict[str, Any]]:
+    """The topics' metadata once it lists each one's partitions, or as it is after
+    `timeout` seconds. Kafka answers CreateTopics before every broker's metadata has
+    the new topic: a request right after can find it unknown, or with no partitions."""
+    deadline = time.monotonic() + timeout
+    while True:
+        described = await admin.describe_topics(names)
+        settled = all(entry["error_code"] == 0 and entry["partitions"] for entry in described)
+        if settled or time.monotonic() > deadline:
+            return described
+        await asyncio.sleep(0.1)
 
 
 def _topic_errors(response: Any) -> list[tuple[str, int, str | None]]:

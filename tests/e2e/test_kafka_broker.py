@@ -21,15 +21,12 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from stream_app.broker import BrokerError
 from stream_app.kafka_broker import KafkaCluster
+from tests.support.brokers import KAFKA_MISSING
 from tests.support.kafka import publish, read_records
 from tests.support.ports import free_port
 from tests.support.workers import ROOT
 
-pytestmark = [
-    pytest.mark.skipif(not (shutil.which("java") and shutil.which("mvn")),
-                       reason="needs Java 17 and Maven: apt-get install openjdk-17-jre-headless maven"),
-    pytest.mark.broker,
-]
+pytestmark = [pytest.mark.skipif(KAFKA_MISSING is not None, reason=str(KAFKA_MISSING)), pytest.mark.broker]
 
 
 def processes_mentioning(text: str) -> list[int]:
