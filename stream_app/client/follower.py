@@ -10,6 +10,7 @@ from typing import Any, AsyncIterator, Callable
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from ..stream.kafka_io import topic_partitions
 from .connection import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,7 @@ def _having(**wanted: str | None) -> Callable[[dict[str, Any]], bool]:
 
 async def _partitions(consumer: AIOKafkaConsumer, topic: str, connection: KafkaConnection) -> list[TopicPartition]:
     """The topic's partitions; creates the project's topics if it is missing (best effort), then waits."""
-    await consumer.topics()  # a metadata refresh
-    found = consumer.partitions_for_topic(topic)
+    found = (await topic_partitions(consumer)).get(topic)  # not partitions_for_topic: empty on Kafka (issue #43)
     if not found:
         try:
             await connection.ensure_topics()
@@ -95,8 +95,7 @@ async def _partitions(consumer: AIOKafkaConsumer, topic: str, connection: KafkaC
             log.warning("cannot create topic %r (%s); waiting for it to appear", topic, exc)
     waited = 0.0
     while not found:
-        await consumer.topics()
-        found = consumer.partitions_for_topic(topic)
+        found = (await topic_partitions(consumer)).get(topic)
         if not found:
             if waited == 5.0:
                 log.warning("topic %r does not exist yet; waiting", topic)

@@ -28,6 +28,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import OffsetOutOfRangeError
 
 from .changelog import StartedOver
+from .kafka_io import topic_partitions
 
 log = logging.getLogger(__name__)
 
@@ -250,10 +251,12 @@ async def first_records(options: dict[str, Any], wanted: dict[tuple[str, int], i
                                 fetch_max_wait_ms=50, **options)
     await consumer.start()
     try:
-        topics = await consumer.topics()
+        # Not consumer.topics() with partitions_for_topic(): on Kafka the latter knows no
+        # topic before one is assigned, and every partition read as missing (issue #43).
+        topics = await topic_partitions(consumer)
         pending: dict[TopicPartition, int] = {}
         for (topic, partition), offset in wanted.items():
-            if topic in topics and partition in (consumer.partitions_for_topic(topic) or ()):
+            if partition in topics.get(topic, ()):
                 pending[TopicPartition(topic, partition)] = offset
             else:
                 found[(topic, partition)] = None

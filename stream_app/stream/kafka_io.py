@@ -14,7 +14,9 @@ What the worker needs that neither library offers publicly:
   Faust's own commit crashes the app on any commit error;
 - no topic created by asking about it (`no_topics_created_by_metadata`);
 - the worker's member id in the group (`group_member_id`), so that a restart
-  can remove the killed process's member at once.
+  can remove the killed process's member at once;
+- every topic's partitions from one metadata request (`topic_partitions`):
+  aiokafka's `topics()` keeps only the names.
 """
 
 from __future__ import annotations
@@ -129,6 +131,21 @@ def no_topics_created_by_metadata() -> None:
     `AIOKafkaClient._metadata_update`), so one assignment covers every client,
     including Faust's. Idempotent."""
     aiokafka.client.MetadataRequest = _MetadataRequestNoCreation
+
+
+async def topic_partitions(consumer: Any) -> dict[str, set[int]]:
+    """Every topic the broker has, with its partitions, from one metadata request of
+    an aiokafka consumer's client.
+
+    `consumer.partitions_for_topic` reads the metadata the client keeps, which holds
+    only the topics it tracks (those assigned or subscribed), and `consumer.topics()`
+    asks for all of them but returns only their names. The embedded broker answers the
+    client's first request (for no topic) with every topic, so the two looked enough
+    there; Kafka answers it with none, and a topic that exists read as missing
+    (issue #43). aiokafka/client.py `AIOKafkaClient.fetch_all_metadata` (public on the
+    client; the consumer's `_client` is not) gives the whole answer."""
+    cluster = await consumer._client.fetch_all_metadata()
+    return {topic: set(cluster.partitions_for_topic(topic) or ()) for topic in cluster.topics()}
 
 
 def group_member_id(consumer: Any) -> str | None:

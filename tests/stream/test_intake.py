@@ -6,13 +6,16 @@ partition that ends below its position has started over."""
 
 import asyncio
 
+import aiokafka.client
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 import pytest
 
+from stream_app.stream import kafka_io
 from stream_app.stream.changelog import StartedOver
-from stream_app.stream.intake import Intake, first_records
+from stream_app.stream.intake import Intake, KafkaTopicReader, first_records
+from tests.support.kafka import ensure_topics, publish
 from tests.support.names import unique_name
 
 
@@ -117,3 +120,39 @@ def test_input_that_ends_below_the_position_has_started_over(broker):
             await intake.close()
 
     asyncio.run(scenario())
+
+
+# -- first_records on Apache Kafka too (issue #43): a fresh consumer's client there knows no
+# topic until one is assigned, and every partition once read as missing: each take-up of a
+# partition with a checkpoint wrote its state back and read its input again from offset 0.
+
+async def _first_records_everywhere(bootstrap: str, url: str, prefix: str) -> None:
+    await ensure_topics(url, prefix)
+    topic = f"{prefix}.matches"
+    sent = [(b"league-a", b"match-%d" % i) for i in range(20)]  # one key: one partition
+    await publish(bootstrap, topic, sent)
+    options = {"bootstrap_servers": bootstrap}
+    # Which partition holds them: the one whose record at offset 0 exists.
+    everywhere = await first_records(options, {(topic, p): 0 for p in range(8)})
+    held = [key for key, record in everywhere.items() if record is not None]
+    assert len(held) == 1, everywhere  # before the fix: none (every partition read as missing)
+    [(_, partition)] = held
+    found = await first_records(options, {(topic, partition): 7, (topic, partition + 8): 0,
+                                          (f"{prefix}.missing", 0): 0})
+    record = found[(topic, partition)]
+    assert (record.offset, record.key, record.value) == (7, b"league-a", b"match-7")
+    assert found[(topic, partition + 8)] is None  # no such partition
+    assert found[(f"{prefix}.missing", 0)] is None  # no such topic
+    assert (await first_records(options, {(topic, partition): 20}))[(topic, partition)] is None  # at the end
+    assert (await first_records(options, {(topic, partition): 19}))[(topic, partition)].offset == 19  # the last
+    reader = KafkaTopicReader(options, timeout=20)
+    assert (await reader.first_records({(topic, partition): 0}))[(topic, partition)].value == b"match-0"
+
+
+@pytest.mark.parametrize("which", ["kafka", "broker"])
+def test_first_records_finds_a_record_the_log_holds(request, monkeypatch, which):
+    # As in a worker (kafka_io.no_topics_created_by_metadata), for this test only: other tests
+    # of the process rely on a metadata request creating their topic.
+    monkeypatch.setattr(aiokafka.client, "MetadataRequest", kafka_io._MetadataRequestNoCreation)
+    running = request.getfixturevalue(which)
+    asyncio.run(_first_records_everywhere(running.bootstrap, running.url, unique_name("held")))

@@ -95,3 +95,24 @@ async def test_no_topic_is_created_by_asking_about_it(broker, monkeypatch):
         assert missing not in await consumer.topics()
     finally:
         await consumer.stop()
+
+
+async def test_topic_partitions_lists_every_topic_with_its_partitions_for_a_fresh_consumer(broker):
+    """What topic_partitions reaches for (the consumer's client's fetch_all_metadata);
+    tests/stream/test_intake.py checks first_records through it on Apache Kafka too."""
+    from aiokafka import AIOKafkaConsumer
+
+    from tests.support.kafka import ensure_topics
+    from tests.support.names import unique_name
+
+    prefix = unique_name("parts-of")
+    await ensure_topics(broker.url, prefix, partitions=3)
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap)
+    await consumer.start()
+    try:
+        assert callable(consumer._client.fetch_all_metadata)
+        found = await kafka_io.topic_partitions(consumer)
+    finally:
+        await consumer.stop()
+    assert {name: found.get(f"{prefix}.{name}") for name in ("matches", "changes", "dlq")} == \
+        {name: {0, 1, 2} for name in ("matches", "changes", "dlq")}, found

@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
 from stream_app.client import RatingsClient
+from stream_app.stream.kafka_io import topic_partitions
 
 
 async def publish(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
@@ -166,8 +167,7 @@ async def read_topic(bootstrap: str, topic: str, expected: int, timeout: float =
         parts = None
         deadline = time.monotonic() + timeout
         while not parts:
-            await consumer.topics()
-            parts = consumer.partitions_for_topic(topic)
+            parts = (await topic_partitions(consumer)).get(topic)  # partitions_for_topic is empty on Kafka
             assert parts or time.monotonic() < deadline, f"topic {topic} never appeared"
             if not parts:
                 await asyncio.sleep(0.1)
