@@ -22,7 +22,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q $(XDIST)
 
 # The fast part of the suite, for development: the engine, the offline tools and the
-# stream layer's unit tests, without a broker, a worker process or the fuzz (a minute).
+# stream layer's unit tests, without a broker, a worker process or the tests marked slow (a minute).
 check: $(STAMP)
 	RATINGS_TESTS_NO_BROKER=1 $(PY) -m pytest -q -n 2 -m "not broker and not slow" tests/engine tests/offline tests/stream tests/test_*.py
 

@@ -19,6 +19,7 @@ def result(league: str, match_id: str) -> dict:
             "participants": [{"player": "ann", "rank": 1}, {"player": "ben", "rank": 2}]}
 
 
+@pytest.mark.broker
 @pytest.mark.parametrize("which", ["broker", "kafka"])
 async def test_the_producer_alone_publishes_and_the_follower_alone_follows(request, which):
     # On Kafka the follower once waited for ever for a topic that exists (issue #43).

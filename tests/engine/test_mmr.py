@@ -74,6 +74,7 @@ def test_three_players_every_round_matches_reference(name, ref):
             assert ours[p].matches == theirs[p].contests_played
 
 
+@pytest.mark.slow  # many examples against the reference: make test runs it, make check (a minute) does not
 @pytest.mark.parametrize(
     "name, params, ref",
     [

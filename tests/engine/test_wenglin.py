@@ -95,6 +95,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow  # many examples against the reference: make test runs it, make check (a minute) does not
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("params, scores", CASES, ids=lambda v: repr(v))
 def test_matches_openskill_on_random_games(model, params, scores):

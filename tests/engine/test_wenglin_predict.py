@@ -107,6 +107,7 @@ def matches(draw, mu=grid_mu, sigma=grid_sigma, min_sides=2, max_sides=6):
 
 # ---- against openskill ----
 
+@pytest.mark.slow  # many examples against the reference: make test runs it, make check (a minute) does not
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("params", PARAMS, ids=repr)
 @settings(max_examples=150, deadline=None)
@@ -115,6 +116,7 @@ def test_predictions_match_openskill(model, params, sides):
     check_against_openskill(system(model, params), sides)
 
 
+@pytest.mark.slow  # many examples against the reference: make test runs it, make check (a minute) does not
 @pytest.mark.parametrize("model", MODELS)
 @settings(max_examples=150, deadline=None)
 @given(params=st.sampled_from(PARAMS), sides=matches(mu=any_mu, sigma=any_sigma))

@@ -368,6 +368,7 @@ async def test_a_crash_in_the_middle_of_a_restore_keeps_what_was_read_and_the_ne
 CORRECTED = LeagueConfig.from_toml(CORRECTIONS_CONFIG)
 
 
+@pytest.mark.slow  # six seeds of re-rates under crashes, 10 s of CPU: make test runs them, make check does not
 @pytest.mark.parametrize("seed", range(6))
 async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_event_once(seed, tmp_path):
     """Voids, corrections and late results (re-rates of whole leagues, several per

@@ -149,6 +149,7 @@ async def _first_records_everywhere(bootstrap: str, url: str, prefix: str) -> No
     assert (await reader.first_records({(topic, partition): 0}))[(topic, partition)].value == b"match-0"
 
 
+@pytest.mark.broker
 @pytest.mark.parametrize("which", ["kafka", "broker"])
 def test_first_records_finds_a_record_the_log_holds(request, monkeypatch, which):
     # As in a worker (kafka_io.no_topics_created_by_metadata), for this test only: other tests
