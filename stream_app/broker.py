@@ -31,7 +31,8 @@ import time
 import weakref
 from pathlib import Path
 
-from .processes import HOST, dies_with_this_process, free_port, listener_owned_by, port_free, port_open
+from .processes import (HOST, dies_with_this_process, free_port, listener_owned_by, port_free, port_open,
+                        sigterm_interrupts)
 
 log = logging.getLogger(__name__)
 
@@ -314,26 +315,21 @@ def run_foreground(port: int = 9092, host: str = HOST) -> int:
     except BrokerError as exc:
         print(f"ratings broker: {exc}", file=sys.stderr)
         return 1
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:  # before saying "press Ctrl-C": a Ctrl-C right after the line is a clean stop too
-        print(
-            f"broker: ready at {broker.url} (bootstrap {broker.bootstrap}, pid {broker.pid})\n"
-            f"broker: NOTE {MEMORY_ONLY_NOTICE}.\n"
-            "broker: press Ctrl-C to stop it",
-            file=sys.stderr,
-            flush=True,
-        )
-        assert broker.process is not None
-        status = broker.process.wait()
-        print(f"ratings broker: the broker exited by itself with status {status}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nbroker: stopping (every topic is discarded)", file=sys.stderr, flush=True)
-        return 0
-    finally:
-        broker.stop()
-        signal.signal(signal.SIGTERM, previous)
+    with sigterm_interrupts():
+        try:  # before saying "press Ctrl-C": a Ctrl-C right after the line is a clean stop too
+            print(
+                f"broker: ready at {broker.url} (bootstrap {broker.bootstrap}, pid {broker.pid})\n"
+                f"broker: NOTE {MEMORY_ONLY_NOTICE}.\n"
+                "broker: press Ctrl-C to stop it",
+                file=sys.stderr,
+                flush=True,
+            )
+            assert broker.process is not None
+            status = broker.process.wait()
+            print(f"ratings broker: the broker exited by itself with status {status}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("\nbroker: stopping (every topic is discarded)", file=sys.stderr, flush=True)
+            return 0
+        finally:
+            broker.stop()

@@ -23,10 +23,10 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from .broker import BrokerError
-from .processes import HOST, dies_with_this_process, free_port, port_free
+from .processes import HOST, dies_with_this_process, free_port, port_free, sigterm_interrupts
 
 KAFKA_VERSION = "4.1.2"
 POM = Path(__file__).resolve().parent.parent / "deploy" / "kafka" / "pom.xml"
@@ -361,25 +361,12 @@ class KafkaCluster:
         self.stop()
 
 
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt meanwhile: `kill` stops the command as cleanly as Ctrl-C."""
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run_foreground(nodes: int = 1, port: int = 9092, host: str = HOST) -> int:
     """`ratings kafka`: the nodes on ports port, port+1, ... until Ctrl-C or SIGTERM. Returns the exit status."""
     cluster = KafkaCluster(nodes, ports=range(port, port + 2 * nodes), host=host)
     # Interrupts are caught from before the start (a Ctrl-C while Maven downloads or the nodes start
     # cleans up too) and before the ready line (a Ctrl-C right after it is a clean stop as well).
-    with _sigterm_interrupts():
+    with sigterm_interrupts():
         try:
             print(f"kafka: starting Apache Kafka {KAFKA_VERSION}, {nodes} node(s) on {host}", file=sys.stderr,
                   flush=True)

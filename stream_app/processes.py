@@ -4,6 +4,7 @@ process (used by `ratings demo`, the tests and the benchmarks)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import json
@@ -16,7 +17,7 @@ import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 HOST = "127.0.0.1"
 _PR_SET_PDEATHSIG = 1
@@ -39,6 +40,20 @@ def port_free(host: str, port: int | None) -> bool:
         except OSError:
             return False
     return True
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Meanwhile SIGTERM raises KeyboardInterrupt: `kill` stops a foreground command
+    (`ratings broker`, `ratings kafka`) as cleanly as Ctrl-C."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def die_with_parent(parent_pid: int) -> None:

@@ -148,24 +148,24 @@ class Committer:
     async def read_changelog(self, partition: int, reader: ChangelogRule, end: int) -> None:
         """Feed the reader the changelog up to `end` (exclusive), storing what it commits."""
         counted = reader.position
-
-        def store() -> None:
-            # Counted once stored: a take-up killed part-way goes on from what the count says.
-            nonlocal counted
-            store_committed(self.store, partition, reader, self.tables, self.derive)
-            self.take_up_records += reader.position - counted
-            observe.TAKE_UP_RECORDS.inc(reader.position - counted)
-            counted = reader.position
-
         async for records in self.changelog.read(self.topic, partition, reader.position, end):
             for offset, key, value in records:
                 reader.feed(offset, key, value)
             if len(reader.records) >= FLUSH_RECORDS:
-                store()
-        store()
+                counted = self._store_part(partition, reader, counted)
+        self._store_part(partition, reader, counted)
         observe.FENCED_RECORDS.inc(reader.fenced)
         self.fenced += reader.fenced
         reader.fenced = 0
+
+    def _store_part(self, partition: int, reader: ChangelogRule, counted: int) -> int:
+        """What the reader committed, into the local store; the records read since
+        `counted` are counted once stored (a take-up killed part-way goes on from there).
+        Returns the position counted up to."""
+        store_committed(self.store, partition, reader, self.tables, self.derive)
+        self.take_up_records += reader.position - counted
+        observe.TAKE_UP_RECORDS.inc(reader.position - counted)
+        return reader.position
 
     async def _start_over(self, partition: int, local: Checkpoint) -> ChangelogRule:
         """The changelog no longer holds the local checkpoint. If a newer owner wrote a
