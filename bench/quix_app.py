@@ -87,7 +87,7 @@ class Players:
 
 
 def application(broker: str, input_topic: str, output_topic: str, state_dir: Path, group: str, matches: int,
-                progress: dict[str, Any]):
+                progress: dict[str, Any], guarantee: str = "at-least-once"):
     """The Quix Application of the job; it stops itself once `matches` input messages are
     processed, noting the times in `progress`."""
     from quixstreams import Application
@@ -111,7 +111,7 @@ def application(broker: str, input_topic: str, output_topic: str, state_dir: Pat
         broker_address=broker,
         consumer_group=group,
         auto_offset_reset="earliest",
-        processing_guarantee="at-least-once",  # Tansu has no transactions (InitProducerId fails)
+        processing_guarantee=guarantee,  # exactly-once needs transactions: Kafka, not Tansu (InitProducerId fails)
         state_dir=str(state_dir),
         producer_extra_config=dict(PRODUCER),
         # Tansu answers a new member's JoinGroup after about half the session timeout
@@ -135,11 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", required=True, type=Path, help="Quix's state directory (RocksDB)")
     p.add_argument("--matches", required=True, type=int, help="stop after processing this many matches")
     p.add_argument("--group", help="consumer group (default: a new one)")
+    p.add_argument("--guarantee", choices=("at-least-once", "exactly-once"), default="at-least-once",
+                   help="Quix's processing guarantee (exactly-once: one transaction per checkpoint; default %(default)s)")
     args = p.parse_args(argv)
     group = args.group or f"quix-elo-{uuid.uuid4().hex[:10]}"
     started_at = time.time()
     progress: dict[str, Any] = {"matches": 0, "first_at": None, "last_at": None}
-    app = application(args.broker, args.input, args.output, args.state_dir, group, args.matches, progress)
+    app = application(args.broker, args.input, args.output, args.state_dir, group, args.matches, progress,
+                      args.guarantee)
     app.run()  # returns on app.stop(), SIGINT or SIGTERM
     stopped_at = time.time()
     if progress["matches"] < args.matches:
@@ -154,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(bootstrap: str, input_topic: str, output_topic: str, matches: int, workdir: Path, timeout: float = 600.0,
-        group: str | None = None) -> dict[str, Any]:
+        group: str | None = None, guarantee: str = "at-least-once") -> dict[str, Any]:
     """Run the application as a child process (own process group) until it has processed
     `matches` matches; return its JSON line plus `peak_rss_bytes` (VmHWM, sampled while it
     runs) and `wall_s` (start to exit). Raises with the tail of its log if it fails or
@@ -167,7 +170,7 @@ def run(bootstrap: str, input_topic: str, output_topic: str, matches: int, workd
     group = group or f"quix-elo-{uuid.uuid4().hex[:10]}"
     argv = [sys.executable, "-m", "bench.quix_app", "--broker", bootstrap, "--input", input_topic,
             "--output", output_topic, "--state-dir", str(workdir / "state"), "--matches", str(matches),
-            "--group", group]
+            "--group", group, "--guarantee", guarantee]
     out_path, log_path = workdir / "quix-app.out", workdir / "quix-app.log"
     started = time.monotonic()
     # Files, not pipes: Quix's log is never read while it runs, and a full pipe would block it.

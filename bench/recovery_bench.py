@@ -29,10 +29,9 @@ from typing import Any
 
 import orjson
 
-from stream_app.broker import EmbeddedBroker
 from stream_app.settings import DEFAULTS, Settings
 
-from .streamtools import (PARTITIONS, BenchWorker, compiled_copy, create_topics, dir_size, log, publish, send_paced,
+from .streamtools import (BROKERS, Broker, start_broker, PARTITIONS, BenchWorker, compiled_copy, create_topics, dir_size, log, publish, send_paced,
                           stage_topics, vm_hwm)
 
 LEAGUE = "big"
@@ -46,6 +45,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--failover-rate", type=int, default=2000, help="matches/s during (c) (default %(default)s)")
     p.add_argument("--compiled", action="store_true",
                    help="workers on the per-match path compiled by mypyc (deploy/compile.py; needs a C compiler)")
+    p.add_argument("--broker", choices=BROKERS, default="embedded",
+                   help="each stage's broker: the embedded one (Tansu, in memory) or one Apache Kafka node "
+                   "(needs Java 17 and Maven; default %(default)s)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs, data)")
     args = p.parse_args(argv)
     args.sizes = args.sizes or ("20000:30000" if args.quick else "200000:300000,1000000:600000")
@@ -97,16 +99,16 @@ class RecoveryBench:
         self.args = args
         self.tmp = Path(tempfile.mkdtemp(prefix="recovery-bench-"))
         self.workers: list[BenchWorker] = []
-        self.brokers: list[EmbeddedBroker] = []
+        self.brokers: list[Broker] = []
         # --compiled: every worker runs the per-match path compiled by mypyc (deploy/compile.py)
         self.env = compiled_copy(self.tmp / "compiled") if args.compiled else None
 
-    def broker(self) -> EmbeddedBroker:
-        broker = EmbeddedBroker(log=self.tmp / f"broker-{len(self.brokers)}.log").start()
+    def broker(self) -> Broker:
+        broker = start_broker(self.args.broker, self.tmp, len(self.brokers))
         self.brokers.append(broker)
         return broker
 
-    def worker(self, broker: EmbeddedBroker, topics: Settings, name: str, data: str) -> BenchWorker:
+    def worker(self, broker: Broker, topics: Settings, name: str, data: str) -> BenchWorker:
         worker = BenchWorker(broker.url, topics, topics.app_id, self.tmp / data, None, self.tmp, name, env=self.env)
         self.workers.append(worker)
         return worker

@@ -56,14 +56,13 @@ from typing import Any, Callable
 
 import orjson
 
-from stream_app.broker import EmbeddedBroker
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
 from stream_app.stream.kafka_io import send_batches
 from stream_app.stream.partitioner import key_partition
 
 from . import elo_job, quix_app
-from .streamtools import (PARTITIONS, ROOT, Collector, PhaseSampler, BenchWorker, command_main, compiled_copy,
+from .streamtools import (BROKERS, Broker, start_broker, PARTITIONS, ROOT, Collector, PhaseSampler, BenchWorker, command_main, compiled_copy,
                           cpu_seconds, create_topics, dir_size, log, percentiles, profile, publish, send_paced,
                           source_copy, stage_topics, vm_hwm, vm_rss, wait_until)
 
@@ -110,6 +109,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--baseline", metavar="REV",
                    help="(2) again with the package as git revision REV has it, same input, same run: a change "
                    "that must leave the throughput as it was (e.g. the commit before it)")
+    p.add_argument("--broker", choices=BROKERS, default="embedded",
+                   help="each stage's broker: the embedded one (Tansu, in memory) or one Apache Kafka node "
+                   "(needs Java 17 and Maven; default %(default)s)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data, profiles)")
     p.add_argument("--output", help="(run alone) also write the results as JSON here")
     args = p.parse_args(argv)
@@ -129,17 +131,17 @@ class Bench:
         self.config = self.tmp / "leagues.toml"
         self.config.write_text(CONFIG)
         self.workers: list[BenchWorker] = []
-        self.brokers: list[EmbeddedBroker] = []
+        self.brokers: list[Broker] = []
         self.problems: dict[str, Any] = {}
 
     # -- plumbing ------------------------------------------------------------------------
 
-    def broker(self) -> EmbeddedBroker:
-        broker = EmbeddedBroker(log=self.tmp / f"broker-{len(self.brokers)}.log").start()
+    def broker(self) -> Broker:
+        broker = start_broker(self.args.broker, self.tmp, len(self.brokers))
         self.brokers.append(broker)
         return broker
 
-    def worker(self, broker: EmbeddedBroker, topics: Settings, app_id: str, name: str, config: Path | None = None,
+    def worker(self, broker: Broker, topics: Settings, app_id: str, name: str, config: Path | None = None,
                extra_args: list[str] = (), env: dict[str, str] | None = None) -> BenchWorker:
         data = self.tmp / f"data-{name}"
         worker = BenchWorker(broker.url, topics, app_id, data, config or self.config, self.tmp, name, extra_args=list(extra_args),
@@ -189,6 +191,8 @@ class Bench:
         log(f"ceiling: {n:,} matches in {ceiling_s:.1f} s = {ceiling:,.0f} matches/s")
 
         quix = self.quix(broker, topics.match_topic, n)
+        # Exactly-once needs transactions: Kafka has them, the embedded broker not.
+        quix_eos = self.quix(broker, topics.match_topic, n, "exactly-once") if self.args.broker == "kafka" else None
 
         run = self.service(broker, topics, n, "service")
         service = run["matches_per_s"]
@@ -200,6 +204,9 @@ class Bench:
             "service_s": run.pop("seconds"), "service_matches_per_s": run.pop("matches_per_s"),
             "ratio_service_to_ceiling": service / ceiling,
             "quix": quix, "ratio_service_to_quix": service / quix["matches_per_s"] if "matches_per_s" in quix else None,
+            "quix_exactly_once": quix_eos,
+            "ratio_service_to_quix_exactly_once": (service / quix_eos["matches_per_s"]
+                                                   if quix_eos and "matches_per_s" in quix_eos else None),
             **run, "broker_rss_bytes": vm_rss(broker.pid),
         }
         if not self.args.no_compiled:
@@ -237,7 +244,7 @@ class Bench:
         broker.stop()
         return result
 
-    def service(self, broker: EmbeddedBroker, topics: Settings, n: int, name: str,
+    def service(self, broker: Broker, topics: Settings, n: int, name: str,
                 env: dict[str, str] | None = None) -> dict[str, Any]:
         """One worker through the n matches already on `topics`: from its first applied
         match to the last of the 2n rating-changed events read back."""
@@ -282,7 +289,7 @@ class Bench:
         self.stop(worker)
         return result
 
-    def scale_out(self, broker: EmbeddedBroker, records: list[bytes], n: int,
+    def scale_out(self, broker: Broker, records: list[bytes], n: int,
                   count: int) -> dict[str, Any]:
         """The same matches through `count` workers of one group (each owns its share of the
         partitions, as a deployment scales out), on topics of their own: the input is
@@ -340,10 +347,10 @@ class Bench:
         return {"workers": count, "seconds": seconds, "matches_per_s": rate, "cores": cores,
                 "applied": [h.get("applied") for h in found], "distinct_changes": len(seen)}
 
-    def quix(self, broker: EmbeddedBroker, input_topic: str, n: int) -> dict[str, Any]:
+    def quix(self, broker: Broker, input_topic: str, n: int, guarantee: str = "at-least-once") -> dict[str, Any]:
         """The same job as a Quix Streams application (bench/quix_app.py) on the same input:
         from its first processed match to the last of its 2n events read back."""
-        out = stage_topics("quix")
+        out = stage_topics("quix-eos" if guarantee == "exactly-once" else "quix")
         asyncio.run(create_topics(broker.url, out))
         last = [0.0]
         count = [0]
@@ -355,8 +362,8 @@ class Bench:
         collector = Collector(broker.bootstrap, out.changes_topic, on_event, max_wait_ms=50)
         collector.start()
         try:
-            ran = quix_app.run(broker.bootstrap, input_topic, out.changes_topic, n, self.tmp / "quix",
-                               timeout=n / 100 + 300)
+            ran = quix_app.run(broker.bootstrap, input_topic, out.changes_topic, n, self.tmp / f"quix-{guarantee}",
+                               timeout=n / 100 + 300, guarantee=guarantee)
             wait_until(lambda: count[0] >= 2 * n, 120, f"{2 * n:,} events of the Quix app", collector)
         except Exception as exc:  # the comparison is lost, not the stage
             log(f"quix: FAILED: {exc}")
@@ -365,7 +372,7 @@ class Bench:
             collector.stop()
         seconds = last[0] - ran["first_at"]
         rate = n / seconds
-        log(f"quix streams: {n:,} matches in {seconds:.1f} s = {rate:,.0f} matches/s "
+        log(f"quix streams, {guarantee}: {n:,} matches in {seconds:.1f} s = {rate:,.0f} matches/s "
             f"(start to first match {ran['first_at'] - ran['started_at']:.0f} s)")
         return {"seconds": seconds, "matches_per_s": rate, "events_read": count[0],
                 "processed_matches_per_s": n / (ran["last_at"] - ran["first_at"]),
@@ -461,7 +468,7 @@ class Bench:
         broker.stop()
         return result
 
-    def mmr_rounds(self, broker: EmbeddedBroker, topics: Settings, expected: dict[str, int], finished: dict[str, float],
+    def mmr_rounds(self, broker: Broker, topics: Settings, expected: dict[str, int], finished: dict[str, float],
                    collector: Collector, worker: BenchWorker) -> dict[str, Any]:
         out = {}
         for size in (int(s) for s in self.args.mmr_sizes.split(",")):
@@ -555,7 +562,7 @@ class Bench:
         return result
 
 
-def read_changes(broker: EmbeddedBroker, topic: str) -> tuple[Collector, set[str], list[float]]:
+def read_changes(broker: Broker, topic: str) -> tuple[Collector, set[str], list[float]]:
     """A started reader of rating-changed events: the distinct event ids read so far,
     and when the last one arrived ([seconds])."""
     seen: set[str] = set()
@@ -663,6 +670,12 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
              f"service {t['ratio_service_to_quix']:.2f} x Quix" if t.get("ratio_service_to_quix") else ""),
             ("    worker start to first applied match", f"{t['worker_start_to_first_applied_s']:.1f} s", ""),
         ]
+        eos = t.get("quix_exactly_once")
+        if eos:
+            rows.append(("    the same job in Quix Streams, exactly-once (Kafka only)",
+                         f"{eos['matches_per_s']:,.0f} matches/s" if "matches_per_s" in eos else "FAILED",
+                         f"service {t['ratio_service_to_quix_exactly_once']:.2f} x Quix exactly-once"
+                         if t.get("ratio_service_to_quix_exactly_once") else str(eos.get("error", ""))[:100]))
         compiled = t.get("compiled")
         if compiled:
             rows.append(("    the service compiled by mypyc (deploy/compile.py)", f"{compiled['matches_per_s']:,.0f} matches/s",

@@ -25,7 +25,9 @@ from typing import Any, AsyncIterator, Callable, Iterable
 
 import orjson
 
+from stream_app.broker import EmbeddedBroker
 from stream_app.client import RatingsClient
+from stream_app.kafka_broker import KafkaCluster
 from stream_app.processes import WorkerProcess, free_port
 from stream_app.settings import DEFAULTS, Settings
 
@@ -58,6 +60,18 @@ def source_copy(revision: str, directory: Path) -> dict[str, str]:
     shutil.move(str(directory / "schemas"), str(directory / "stream_app" / "schemas"))  # where an installed package has them
     log(f"the package at {revision} in {directory}")
     return {"PYTHONPATH": f"{directory}{os.pathsep}{ROOT}", "PYTHONSAFEPATH": "1"}
+
+
+BROKERS = ("embedded", "kafka")
+Broker = EmbeddedBroker | KafkaCluster
+
+
+def start_broker(kind: str, directory: Path, index: int) -> Broker:
+    """A running broker of `kind` ("embedded": Tansu, in memory; "kafka": one Apache Kafka
+    node, stream_app/kafka_broker.py) for a stage; its log and data under `directory`."""
+    if kind == "kafka":
+        return KafkaCluster(data_dir=directory / f"kafka-{index}").start()
+    return EmbeddedBroker(log=directory / f"broker-{index}.log").start()
 
 
 def log(text: str) -> None:

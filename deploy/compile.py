@@ -58,6 +58,8 @@ def build(target: Path) -> list[Path]:
     target.mkdir(parents=True)
     shutil.copytree(ROOT / "stream_app", target / "stream_app", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     shutil.copytree(ROOT / "schemas", target / "stream_app" / "schemas")  # where an installed package has them
+    # As in a checkout: stream_app/kafka_broker.py finds Kafka's POM and broker settings there.
+    shutil.copytree(ROOT / "deploy" / "kafka", target / "deploy" / "kafka")
     done = subprocess.run([sys.executable, "-c", _SETUP, *MODULES], cwd=target, capture_output=True, text=True)
     if done.returncode != 0:
         errors = [line for line in done.stdout.splitlines() + done.stderr.splitlines() if "error" in line]

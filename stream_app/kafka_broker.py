@@ -30,6 +30,7 @@ from .processes import HOST, dies_with_this_process, free_port, port_free, sigte
 
 KAFKA_VERSION = "4.1.2"
 POM = Path(__file__).resolve().parent.parent / "deploy" / "kafka" / "pom.xml"
+SETTINGS = POM.with_name("broker.properties")  # shared with docker-compose.yml
 CACHE_VARIABLE = "RATINGS_KAFKA_CACHE"
 READY_LINE = b"Kafka Server started"
 SERVER_JVM = ("-Xms256m", "-Xmx768m")
@@ -107,6 +108,27 @@ def _check_free(host: str, ports: Sequence[int]) -> None:
                               "or choose other ports (--port)")
 
 
+def broker_settings(nodes: int) -> dict[str, str]:
+    """The settings every node of a cluster of `nodes` shares: deploy/kafka/broker.properties,
+    and the replication of the internal and new topics."""
+    replicas, min_isr = ("1", "1") if nodes == 1 else ("3", "2")  # three keep taking writes with one down
+    try:
+        lines = SETTINGS.read_text().splitlines()
+    except OSError as exc:
+        raise BrokerError(f"{SETTINGS} cannot be read ({exc.strerror}): run this from a checkout of stream-ratings")
+    shared = dict(line.split("=", 1) for line in map(str.strip, lines) if line and not line.startswith("#"))
+    return {
+        **shared,
+        "default.replication.factor": replicas,
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "min.insync.replicas": min_isr,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.min.isr": min_isr,
+    }
+
+
 class KafkaNode:
     """One Kafka process, broker and controller, node id `id` (1, 2, ...); its files in `home`."""
 
@@ -159,6 +181,7 @@ class KafkaNode:
         if self.running and self.process is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGTERM)  # start_new_session: the group id is the pid
+                os.killpg(self.process.pid, signal.SIGCONT)  # a frozen (SIGSTOPped) node acts on it too
 
     def stop(self, timeout: float) -> None:
         """SIGTERM (a controlled shutdown), SIGKILL to the group after `timeout` seconds."""
@@ -221,6 +244,12 @@ class KafkaCluster:
         return f"kafka://{self.bootstrap}"
 
     @property
+    def ports(self) -> list[int]:
+        """Each node's client port then its controller port, as `ports=` takes them: a
+        cluster started on them after a stop is where this one was (empty, without `data_dir`)."""
+        return [port for node in self.nodes for port in (node.port, node.controller_port)]
+
+    @property
     def pids(self) -> list[int]:
         return [node.process.pid for node in self.nodes if node.running and node.process is not None]
 
@@ -272,7 +301,6 @@ class KafkaCluster:
                              for node in self.nodes))
 
     def _settings(self, node: KafkaNode, voters: str) -> dict[str, object]:
-        replicas, min_isr = (1, 1) if self.size == 1 else (3, 2)  # three keep taking writes with one down
         return {
             "process.roles": "broker,controller",
             "node.id": node.id,
@@ -282,18 +310,7 @@ class KafkaCluster:
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": node.home / "data",
-            "num.partitions": 8,
-            "default.replication.factor": replicas,
-            "offsets.topic.replication.factor": replicas,
-            "transaction.state.log.replication.factor": replicas,
-            "share.coordinator.state.topic.replication.factor": replicas,
-            "min.insync.replicas": min_isr,
-            "transaction.state.log.min.isr": min_isr,
-            "share.coordinator.state.topic.min.isr": min_isr,
-            "group.initial.rebalance.delay.ms": 0,  # default: 3 s before a new group's first assignment
-            "log.initial.task.delay.ms": 0,  # default: retention first runs after 30 s
-            "log.cleaner.backoff.ms": 1000,  # default: 15 s between compaction checks
-            "log.cleaner.dedupe.buffer.size": 33554432,  # default: 128 MiB of the heap
+            **broker_settings(self.size),
             **self.settings,
         }
 

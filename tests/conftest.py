@@ -1,6 +1,7 @@
-"""Shared fixtures. `broker`: one broker for the whole session of each test process
-(`make test` runs several under pytest-xdist, each with its own broker; every test
-uses its own topic names, see tests/support/names.py)."""
+"""Shared fixtures. `broker`: one Apache Kafka node for the whole session of each test
+process (`make test` runs several under pytest-xdist, each with its own broker; every
+test uses its own topic names, see tests/support/names.py); `embedded_broker`: the
+same for the embedded broker, `make demo`'s."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 
 import pytest
 
-from tests.support.brokers import KAFKA_MISSING, start_broker, start_kafka
+from tests.support.brokers import start_broker, start_embedded_broker
 from tests.support.names import Topics, unique_name
 
 
@@ -31,14 +32,14 @@ LONG_FIRST = ("tests/reliability/", "tests/deploy/test_compile.py", "tests/e2e/"
 
 def pytest_collection_modifyitems(config, items):
     """Long tests first (a stable sort: a module's tests stay together); a test that
-    uses the shared broker or Kafka is marked `broker` (`make check` leaves those out)."""
+    uses a shared broker is marked `broker` (`make check` leaves those out)."""
     def rank(item) -> int:
         path = item.nodeid
         return next((i for i, prefix in enumerate(LONG_FIRST) if path.startswith(prefix)), len(LONG_FIRST))
 
     items.sort(key=rank)
     for item in items:
-        if {"broker", "kafka"} & set(getattr(item, "fixturenames", ())):
+        if {"broker", "embedded_broker"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.broker)
 
 
@@ -50,20 +51,32 @@ def pytest_configure(config):
                                 "(pytest-xdist#1386); install the pinned pytest (make test does)")
 
 
+# Set by .ci/run: there every tool a test needs is installed, so a skip is a failure.
+FAIL_ON_SKIP = "RATINGS_TESTS_FAIL_ON_SKIP"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get(FAIL_ON_SKIP) and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped under {FAIL_ON_SKIP} (CI installs what every test needs): {reason}"
+
+
 @pytest.fixture(scope="session")
 def broker():
-    """A running broker (tests/support/brokers.py); stopped (and gone) after the session."""
+    """A running one-node Apache Kafka (tests/support/brokers.py; skipped with one line
+    where Java or Maven is missing); stopped, and its data gone, after the session."""
     with start_broker() as running:
         yield running
 
 
 @pytest.fixture(scope="session")
-def kafka():
-    """A running one-node Apache Kafka for the session of each test process (skipped
-    with one line where Java or Maven is missing)."""
-    if KAFKA_MISSING:
-        pytest.skip(KAFKA_MISSING)
-    with start_kafka() as running:
+def embedded_broker():
+    """A running embedded broker; stopped (and gone) after the session."""
+    with start_embedded_broker() as running:
         yield running
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import faust
+from aiokafka.errors import KafkaError
 from faust.types import TP
 
 from .. import runtime
@@ -46,6 +47,9 @@ TRIM_SECONDS = 30.0
 
 _FAUST_SENSORS = False
 WATCH_SECONDS = 1.0  # between two checks that the broker answers
+
+
+METADATA_MAX_AGE_MS = 10_000
 
 
 class _App(faust.App):
@@ -117,6 +121,9 @@ class WorkerApp:
             broker_session_timeout=s.session_timeout,
             broker_heartbeat_interval=s.heartbeat_interval,
             consumer_auto_offset_reset="earliest",
+            # The group learns of an input topic created again only from its consumer's metadata:
+            # aiokafka's default refresh (5 min) left it assigning none of its partitions that long.
+            consumer_metadata_max_age_ms=METADATA_MAX_AGE_MS,
             producer_acks=-1,
             # Faust's default (1,000,000) is below the largest valid event, which the
             # worker may have to forward; dead letters stay under MAX_DEAD_LETTER_BYTES.
@@ -348,10 +355,24 @@ class WorkerApp:
         """SIGUSR1 logs every asyncio task's stack: for diagnosing a stuck worker."""
         loop = asyncio.get_running_loop()
 
+        def awaiting(task: asyncio.Task) -> list[str]:
+            """Where the task waits: its coroutine and each one it awaits, outermost first
+            (Task.get_stack shows only the outermost frame of a suspended task)."""
+            where, step = [], task.get_coro()
+            while step is not None:
+                frame = next(filter(None, (getattr(step, name, None) for name in ("cr_frame", "ag_frame", "gi_frame"))),
+                             None)
+                if frame is not None:
+                    where.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+                # an async generator (an asynccontextmanager's) is awaited through its anext()
+                step = next(filter(None, (getattr(step, name, None) for name in ("cr_await", "ag_await", "gi_yieldfrom"))),
+                            None)
+            return where
+
         def dump() -> None:
             log.warning("batch phase: %s", self.batches.phase)
             for task in asyncio.all_tasks(loop):
-                log.warning("task %s:\n%s", task.get_name(), "\n".join(f"  {frame}" for frame in task.get_stack()))
+                log.warning("task %s:\n%s", task.get_name(), "\n".join(awaiting(task)))
 
         loop.add_signal_handler(signal.SIGUSR1, dump)
 
@@ -364,6 +385,10 @@ def run_worker(settings: Settings, loglevel: str = "info") -> int:
         asyncio.run(ensure_topics(settings))
     except TopicsMismatch as exc:
         raise SystemExit(f"ratings worker: {exc}") from None
+    except (KafkaError, OSError) as exc:
+        protocol = settings.security.protocol if settings.security is not None else "PLAINTEXT"
+        raise SystemExit(f"ratings worker: cannot connect to {settings.broker} ({protocol}): {exc}. Is the broker "
+                         "running there, and does it take this security protocol (RATINGS_KAFKA_*)?") from None
     worker = WorkerApp(settings)
     worker.previous_member = asyncio.run(membership.leave_previous(worker.data_dir, settings.app_id,
                                                                    worker.kafka_options()))

@@ -68,9 +68,13 @@ class BatchLoop:
     async def run(self) -> None:
         delay = RETRY_SECONDS
         while True:
+            # The assignment this batch belongs to: a recovery after it fails is that
+            # assignment's, and none if a rebalance came meanwhile (its resume takes up).
+            generation = self.intake.generation
             try:
                 await self.finish_rerates()
                 async with self.intake.batch() as records:
+                    generation = self.intake.generation
                     await self.apply_batch(records)
                 delay = RETRY_SECONDS
             except Paused:
@@ -84,17 +88,18 @@ class BatchLoop:
                     log.warning("%s: the partitions are taken up anew in %.0f s", exc, delay)
                 else:
                     log.exception("a batch failed: input resumes from the checkpoints in %.0f s", delay)
-                await self._recover(delay)
+                await self._recover(delay, generation)
                 delay = min(delay * 2, RETRY_MAX_SECONDS)
             finally:
                 self.phase = "waiting for a batch"
 
-    async def _recover(self, delay: float) -> None:
-        """After a failed batch, in `delay` seconds: take the partitions up anew (which
-        checks that their changelogs and input still hold what was applied), then
-        input from their checkpoints. Retried, backing off, while the broker is away;
-        a pause (a rebalance) ends it: its resume takes the partitions up."""
-        generation = self.intake.generation
+    async def _recover(self, delay: float, generation: int) -> None:
+        """After a failed batch of the assignment of `generation`, in `delay` seconds:
+        take its partitions up anew (which checks that their changelogs and input still
+        hold what was applied), then input from their checkpoints. Retried, backing off,
+        while the broker is away. A pause (a rebalance) since the batch began ends it:
+        the new assignment's resume takes its partitions up. (Taking up the partitions
+        of an assignment already over fenced their new owner: both workers failed.)"""
         while await self.intake.wait(delay, generation):
             owned = self.intake.owned_partitions
             try:

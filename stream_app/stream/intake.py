@@ -152,8 +152,8 @@ class Intake:
                 assert self.consumer is not None
                 try:
                     batches = await self.consumer.getmany(timeout_ms=self.wait_ms, max_records=self.max_records)
-                except OffsetOutOfRangeError as exc:
-                    raise StartedOver(f"input offsets out of range: {exc.args[0]}") from None
+                except OffsetOutOfRangeError as exc:  # Kafka: the embedded broker answers such a fetch empty
+                    raise StartedOver(await self._out_of_range(exc.args[0])) from None
                 if generation != self._generation:
                     continue  # fetched for an assignment since changed: dropped, resume seeks anew
                 for tp, part in batches.items():
@@ -161,6 +161,18 @@ class Intake:
                 self._check_ends()
                 if batches:
                     return [record for part in batches.values() for record in part]
+
+    async def _out_of_range(self, positions: dict[TopicPartition, int]) -> str:
+        """What Kafka's OFFSET_OUT_OF_RANGE means for each partition: its log ends before
+        the next offset to read, or starts after it (retention removed records)."""
+        assert self.consumer is not None
+        ends = await self.consumer.end_offsets(list(positions))
+        said = []
+        for tp, offset in sorted(positions.items()):
+            where = (f"ends at offset {ends[tp]}, below" if ends[tp] < offset
+                     else "starts past")  # the batch loop's take-up says by how much
+            said.append(f"input {tp.topic}[{tp.partition}] {where} the next offset to apply ({offset})")
+        return "; ".join(said)
 
     def _check_ends(self) -> None:
         """A partition whose end (the high watermark of its last fetch) is below the
@@ -276,6 +288,10 @@ async def first_records(options: dict[str, Any], wanted: dict[tuple[str, int], i
                     offset = pending.pop(tp)
                     found[(tp.topic, tp.partition)] = (InputRecord(tp.topic, tp.partition, starts[tp], None, None, None)
                                                        if starts[tp] > offset else None)
+                if not pending:
+                    # Not an assign([]) just before stop(): aiokafka 0.14's fetcher can swallow
+                    # stop()'s cancel while it drops the old assignment, and stop() then never returns.
+                    break
                 consumer.assign(list(pending))
                 for tp, offset in pending.items():
                     consumer.seek(tp, offset)

@@ -302,3 +302,21 @@ def test_replay_seasons_writes_every_ended_seasons_final_standings(tmp_path, cap
     assert [row["matches"] for row in written if row["league"] == "chess" and row["player"] == "ann"] == [4, 4]
     err = capsys.readouterr().err
     assert f"3 ended seasons' final standings (12 rows) written to {out}; " in err
+
+
+def test_a_worker_without_a_broker_exits_with_one_line_that_says_what_to_check(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support.ports import free_port
+    from tests.support.workers import ROOT
+
+    nothing_there = free_port()
+    done = subprocess.run([sys.executable, "-m", "stream_app.cli", "worker", "--broker", f"kafka://127.0.0.1:{nothing_there}",
+                           "--data-dir", str(tmp_path / "d"), "--web-port", str(free_port())],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr + done.stdout
+    said = done.stderr.strip().splitlines()[-1]
+    assert said.startswith(f"ratings worker: cannot connect to kafka://127.0.0.1:{nothing_there} (PLAINTEXT)")
+    assert "Is the broker running there" in said

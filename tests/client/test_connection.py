@@ -12,10 +12,10 @@ from tests.support.names import unique_name
 TRIES = 5
 
 
-def test_topics_just_created_are_counted_with_their_partitions_every_time(kafka):
+def test_topics_just_created_are_counted_with_their_partitions_every_time(broker):
     for _ in range(TRIES):
         name = unique_name("created")
-        connection = KafkaConnection(kafka.url, f"{name}.matches", f"{name}.changes", f"{name}.dlq", partitions=8)
+        connection = KafkaConnection(broker.url, f"{name}.matches", f"{name}.changes", f"{name}.dlq", partitions=8)
         counts = asyncio.run(connection.ensure_topics(extra=[f"{name}.forward"], compacted=[f"{name}.changelog"]))
         assert counts == {topic: 8 for topic in (f"{name}.matches", f"{name}.changes", f"{name}.dlq",
                                                  f"{name}.forward", f"{name}.changelog")}, counts

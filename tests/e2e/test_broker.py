@@ -149,10 +149,10 @@ def test_broker_context_manager_starts_and_leaves_nothing_behind():
     assert b.pid is None
 
 
-def test_port_already_in_use_is_an_error(broker):
+def test_port_already_in_use_is_an_error(embedded_broker):
     """Tansu itself does not exit when its port is taken (a worker thread panics, the process stays)."""
     with pytest.raises(BrokerError, match="in use"):
-        EmbeddedBroker(port=broker.port, startup_timeout=5).start()
+        EmbeddedBroker(port=embedded_broker.port, startup_timeout=5).start()
 
 
 def test_the_broker_starts_again_on_its_port_right_after_a_stop():

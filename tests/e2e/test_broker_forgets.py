@@ -1,5 +1,5 @@
-"""A broker that forgets, with real processes: the embedded broker stopped for
-20 s and started again empty under a worker with applied state, and an input
+"""A broker that forgets, with real processes: Kafka stopped for 20 s and
+started again empty on its ports under a worker with applied state, and an input
 topic deleted and created again on a running broker. Nothing applied is lost,
 nothing is applied twice, results sent again are dead-lettered as duplicates,
 and the worker says what it saw (/health, a handful of log lines)."""
@@ -48,7 +48,7 @@ def test_a_broker_gone_for_a_while_and_back_empty_loses_nothing(tmp_path):
     first, rest, ledger, ledger_first = _halves(seed=30)
     prefix = unique_name("forgets")
     broker = start_broker()
-    port = broker.port
+    ports = broker.ports
     workers: list[WorkerProcess] = []
     try:
         asyncio.run(ensure_topics(broker.url, prefix))
@@ -74,7 +74,7 @@ def test_a_broker_gone_for_a_while_and_back_empty_loses_nothing(tmp_path):
 
         # Back, empty. Producers create the topics (as `ratings produce` does), send the last
         # results again, and the rest.
-        broker = start_broker(port)
+        broker = start_broker(ports)
         asyncio.run(ensure_topics(broker.url, prefix))
         asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(first[-RESENT:] + rest)))
         wait_for(lambda: _applied_all(w1, match_counts(ledger)), 180, "every result applied", workers=workers)

@@ -16,20 +16,20 @@ from tests.support.names import unique_name
 from tests.support.workers import WorkerProcess, assigned, wait_for
 
 
-def test_a_worker_started_before_its_topics_exist_serves_the_replay(kafka, tmp_path):
+def test_a_worker_started_before_its_topics_exist_serves_the_replay(broker, tmp_path):
     events = league_events(seed=43)
     ledger, expected_ids = replay_with_event_ids(events, LeagueConfig.from_toml(CONFIG))
     counts = match_counts(ledger)
     prefix = unique_name("kafka-first")
-    worker = WorkerProcess(kafka.url, topic_args(prefix), prefix, tmp_path / "w", config_file(tmp_path), name="w")
+    worker = WorkerProcess(broker.url, topic_args(prefix), prefix, tmp_path / "w", config_file(tmp_path), name="w")
     try:
         wait_for(lambda: assigned(worker) == set(range(8)), 120, "the worker to own the partitions", workers=[worker])
-        asyncio.run(publish(kafka.bootstrap, f"{prefix}.matches", keyed(events)))
+        asyncio.run(publish(broker.bootstrap, f"{prefix}.matches", keyed(events)))
         wait_for(lambda: all(league_matches(worker, league) == n for league, n in counts.items()), 120,
                  "every result applied", workers=[worker])
         assert_same_state(worker, ledger)
         assert_same_history(worker, ledger)
-        changes = asyncio.run(read_all(kafka.bootstrap, f"{prefix}.changes", 8, len(expected_ids), timeout=30, drain=True))
+        changes = asyncio.run(read_all(broker.bootstrap, f"{prefix}.changes", 8, len(expected_ids), timeout=30, drain=True))
         assert {change["event_id"] for change in changes} == expected_ids
     finally:
         worker.stop()

@@ -2,7 +2,12 @@
 timeout: its standby takes its partitions over; then it thaws (SIGCONT) and
 whatever it had under way lands late, with its old epoch. The final state is
 exactly the replay and every rating change the replay implies is published,
-no other."""
+no other.
+
+On the embedded broker, not yet on Kafka (issue #43): there, with the suite's other
+tests beside it, both workers stopped applying after the thaw in 2 of 3 runs (each
+batch loop waiting for input it never got, after one of them was fenced by an epoch
+of the same generation); alone, it passed. The task dumps are in the issue's note."""
 
 from __future__ import annotations
 
@@ -24,7 +29,8 @@ pytestmark = pytest.mark.reliability
 
 
 @pytest.mark.parametrize("seed", [51, 52])
-def test_a_frozen_owner_thawed_after_its_partitions_moved_changes_nothing(broker, tmp_path, seed):
+def test_a_frozen_owner_thawed_after_its_partitions_moved_changes_nothing(embedded_broker, tmp_path, seed):
+    broker = embedded_broker
     prefix = unique_name("zombie")
     topic_args = topics_of(prefix)
     config_path = tmp_path / "leagues.toml"

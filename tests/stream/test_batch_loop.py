@@ -218,3 +218,48 @@ async def test_kept_standings_follow_a_re_rate(tmp_path):
     ranked = sorted(expected, key=lambda p: (-expected[p].rating, p))
     assert [name for _, name, _ in after.page(0, 10)] == ranked
     assert all(after.players[p].rating == expected[p].rating for p in ranked)
+
+
+async def test_a_batch_failing_during_a_rebalance_leaves_the_take_up_to_the_next_assignment(broker, topics, tmp_path):
+    """A batch that fails after a pause began (a rebalance) is not followed by a take-up of
+    its partitions: they may have a new owner already, which a take-up would fence (on
+    Kafka two workers once fenced each other that way). The next assignment's resume
+    takes its partitions up."""
+    from stream_app.stream.batch_loop import RETRY_SECONDS
+
+    settings = Settings(partitions=1, match_topic=topics.match, batch_max=3)
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    await producer.start()
+    try:
+        for i in range(3):
+            await producer.send_and_wait(topics.match, orjson.dumps(two_player(str(i), "a", "b")), key=b"chess", partition=0)
+    finally:
+        await producer.stop()
+    worker, _, _ = new_worker(tmp_path, settings, {"bootstrap_servers": broker.bootstrap})
+    taken_up, pauses = [], []
+    take_up = worker.take_up
+
+    async def counted(partitions):
+        taken_up.append(set(partitions))
+        return await take_up(partitions)
+
+    async def failing(records):
+        pauses.append(asyncio.ensure_future(worker.intake.pause(5.0)))  # the rebalance begins
+        await asyncio.sleep(0)
+        raise RuntimeError("the commit failed")
+
+    worker.take_up, worker.apply_batch = counted, failing
+    assert await worker.resume([(topics.match, 0)])
+    try:
+        for _ in range(200):
+            if worker.failures:
+                break
+            await asyncio.sleep(0.05)
+        assert worker.failures == 1
+        await asyncio.sleep(RETRY_SECONDS + 0.5)  # past the recovery's back-off
+        assert taken_up == [{0}]  # the resume's; before the fix a second one followed the failure
+    finally:
+        await asyncio.gather(*pauses)
+        await worker.stop()

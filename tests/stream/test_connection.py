@@ -49,13 +49,13 @@ async def test_the_watch_says_when_the_broker_stops_answering_and_when_it_is_bac
     watch = BrokerWatch({"bootstrap_servers": broker.bootstrap}, timeout=2.0)
     try:
         assert await watch.check() and watch.health() == "connected"
-        port = broker.port
+        ports = broker.ports
         broker.stop()
         assert not await watch.check()
         assert not await watch.check()  # still down: no second line
         assert watch.health().startswith("unreachable since 20")
         assert observe.BROKER_CONNECTED._value.get() == 0
-        broker = start_broker(port)
+        broker = start_broker(ports)
         assert await watch.check() and watch.health() == "connected"
         assert observe.BROKER_CONNECTED._value.get() == 1
     finally:

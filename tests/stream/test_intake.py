@@ -150,7 +150,7 @@ async def _first_records_everywhere(bootstrap: str, url: str, prefix: str) -> No
 
 
 @pytest.mark.broker
-@pytest.mark.parametrize("which", ["kafka", "broker"])
+@pytest.mark.parametrize("which", ["broker", "embedded_broker"])
 def test_first_records_finds_a_record_the_log_holds(request, monkeypatch, which):
     # As in a worker (kafka_io.no_topics_created_by_metadata), for this test only: other tests
     # of the process rely on a metadata request creating their topic.

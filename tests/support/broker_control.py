@@ -1,6 +1,6 @@
-"""Freezing the embedded broker (stream_app.broker.EmbeddedBroker) for fault
-injection: SIGSTOP of its process group keeps its connections open but answers
-nothing; SIGCONT thaws it. EmbeddedBroker.stop() ends a frozen broker at once."""
+"""Freezing a broker for fault injection: SIGSTOP of its process group (Kafka's first
+node, or the embedded broker) keeps its connections open but answers nothing;
+SIGCONT thaws it. Either broker's stop() ends a frozen one."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 from stream_app.broker import BrokerError, EmbeddedBroker
+from stream_app.kafka_broker import KafkaCluster
 
 
-def suspend(broker: EmbeddedBroker) -> None:
+def suspend(broker: EmbeddedBroker | KafkaCluster) -> None:
     """SIGSTOP the broker; returns once every thread of it is stopped (signals are delivered asynchronously)."""
     pid = broker.pid
     if pid is None or not broker.running:
@@ -21,7 +22,7 @@ def suspend(broker: EmbeddedBroker) -> None:
     wait_for(lambda: all_threads_stopped(pid) is not False, 2.0)
 
 
-def resume(broker: EmbeddedBroker) -> None:
+def resume(broker: EmbeddedBroker | KafkaCluster) -> None:
     """SIGCONT a suspended broker; returns once its threads run again."""
     pid = broker.pid
     if pid is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,7 +55,12 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: 
             if not worker.alive():
                 raise AssertionError(f"{worker.name} exited ({worker.proc.returncode}) while waiting for {what}:\n{worker.log_tail()}")
         time.sleep(interval)
-    tails = "\n".join(f"--- {w.name}\n{w.log_tail()}" for w in workers)
+    # What each worker was doing: SIGUSR1 logs its batch phase and every asyncio task's stack.
+    for worker in workers:
+        if worker.alive():
+            os.kill(worker.proc.pid, signal.SIGUSR1)
+    time.sleep(1.0)
+    tails = "\n".join(f"--- {w.name}\n{w.log_tail(lines=150)}" for w in workers)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{tails}")
 
 
@@ -115,3 +121,18 @@ def applied_by(broker, directory: Path, config: Path, docs: list[dict], prefix: 
     finally:
         for worker in workers:
             worker.stop()
+
+
+# What a worker logs when a log it reads started over (the broker forgot records, a topic
+# was deleted): each is a partition's state written back, its input read again from its
+# beginning, or a standby following from the start. On a broker that lost nothing, none.
+STARTED_OVER_LINES = ("had lost records", "started over", "no longer holds")
+
+
+def started_over_lines(workers: list[WorkerProcess]) -> list[str]:
+    """The lines of the workers' logs (every generation's, by log file) that say a log started over."""
+    found = []
+    for path in sorted({worker.log_path for worker in workers}):
+        found += [line for line in path.read_text(errors="replace").splitlines()
+                  if any(phrase in line for phrase in STARTED_OVER_LINES)]
+    return found
