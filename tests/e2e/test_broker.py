@@ -79,6 +79,22 @@ def test_produce_command_sends_valid_lines_and_lists_rejected_ones(broker, topic
     assert re.search(r"^produce: 6 events sent, 0 lines rejected", capsys.readouterr().err, re.M)
 
 
+def test_a_result_dated_days_ahead_is_taken_stamped_with_its_send_time(broker, topics, tmp_path, capsys):
+    """Kafka 4 refuses a record stamped more than an hour ahead (message.timestamp.after.max.ms):
+    `produce` stamps records when it sends them, so a result's own time (occurred_at) may
+    be anything the schema takes."""
+    from datetime import datetime, timedelta, timezone
+
+    ahead = (datetime.now(timezone.utc) + timedelta(days=3)).isoformat(timespec="seconds")
+    path = tmp_path / "ahead.jsonl"
+    path.write_bytes(orjson.dumps({**match("chess", "ahead-1"), "occurred_at": ahead}) + b"\n")
+    sent_at = time.time()
+    assert cli.main(["produce", str(path), "--broker", broker.url, *topics.cli_args()]) == 0
+    [record], _ = asyncio.run(read_topic(broker.bootstrap, topics.match, 1))
+    assert orjson.loads(record.value)["occurred_at"] == ahead
+    assert abs(record.timestamp / 1000 - sent_at) < 60
+
+
 def test_produce_command_exit_status_2_without_broker(tmp_path, capsys):
     path = tmp_path / "m.jsonl"
     path.write_bytes(orjson.dumps(match("chess", "c1")) + b"\n")
