@@ -370,7 +370,7 @@ class WorkerApp:
             return where
 
         def dump() -> None:
-            log.warning("batch phase: %s", self.batches.phase)
+            log.warning("batch phase: %s; intake: %s", self.batches.phase, self.batches.intake.describe())
             for task in asyncio.all_tasks(loop):
                 log.warning("task %s:\n%s", task.get_name(), "\n".join(awaiting(task)))
 

@@ -69,6 +69,19 @@ class Intake:
     def generation(self) -> int:
         return self._generation
 
+    def describe(self) -> str:
+        """The intake's state, for a stuck worker's task dump (SIGUSR1)."""
+        consumer = self.consumer
+        positions = {}
+        if consumer is not None:
+            for tp in self.owned:
+                try:
+                    positions[f"{tp.topic}[{tp.partition}]"] = (consumer.highwater(tp), self._next.get(tp))
+                except Exception as exc:  # not assigned (any more)
+                    positions[f"{tp.topic}[{tp.partition}]"] = repr(exc)
+        return (f"running {self._running.is_set()}, idle {self._idle.is_set()}, generation {self._generation}, "
+                f"turn held {self._turn.locked()}, (end, next) of each owned partition {positions}")
+
     @property
     def owned_partitions(self) -> list[tuple[str, int]]:
         return [(tp.topic, tp.partition) for tp in self.owned]
