@@ -31,8 +31,8 @@ import orjson
 
 from stream_app.settings import DEFAULTS, Settings
 
-from .streamtools import (BROKERS, Broker, start_broker, PARTITIONS, BenchWorker, compiled_copy, create_topics, dir_size, log, publish, send_paced,
-                          stage_topics, vm_hwm)
+from .streamtools import (PARTITIONS, BenchWorker, Broker, add_broker_flag, compiled_copy, create_topics, dir_size, log,
+                          publish, send_paced, stage_topics, start_broker, vm_hwm)
 
 LEAGUE = "big"
 
@@ -45,9 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--failover-rate", type=int, default=2000, help="matches/s during (c) (default %(default)s)")
     p.add_argument("--compiled", action="store_true",
                    help="workers on the per-match path compiled by mypyc (deploy/compile.py; needs a C compiler)")
-    p.add_argument("--broker", choices=BROKERS, default="embedded",
-                   help="each stage's broker: the embedded one (Tansu, in memory) or one Apache Kafka node "
-                   "(needs Java 17 and Maven; default %(default)s)")
+    add_broker_flag(p)
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs, data)")
     args = p.parse_args(argv)
     args.sizes = args.sizes or ("20000:30000" if args.quick else "200000:300000,1000000:600000")

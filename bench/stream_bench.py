@@ -62,9 +62,9 @@ from stream_app.stream.kafka_io import send_batches
 from stream_app.stream.partitioner import key_partition
 
 from . import elo_job, quix_app
-from .streamtools import (BROKERS, Broker, start_broker, PARTITIONS, ROOT, Collector, PhaseSampler, BenchWorker, command_main, compiled_copy,
-                          cpu_seconds, create_topics, dir_size, log, percentiles, profile, publish, send_paced,
-                          source_copy, stage_topics, vm_hwm, vm_rss, wait_until)
+from .streamtools import (PARTITIONS, ROOT, BenchWorker, Broker, Collector, PhaseSampler, add_broker_flag, command_main,
+                          compiled_copy, cpu_seconds, create_topics, dir_size, log, percentiles, profile, publish, send_paced,
+                          source_copy, stage_topics, start_broker, vm_hwm, vm_rss, wait_until)
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
 CODEFORCES_CONFIG = ROOT / "deploy" / "accuracy" / "codeforces-elo-mmr.toml"
@@ -109,9 +109,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--baseline", metavar="REV",
                    help="(2) again with the package as git revision REV has it, same input, same run: a change "
                    "that must leave the throughput as it was (e.g. the commit before it)")
-    p.add_argument("--broker", choices=BROKERS, default="embedded",
-                   help="each stage's broker: the embedded one (Tansu, in memory) or one Apache Kafka node "
-                   "(needs Java 17 and Maven; default %(default)s)")
+    add_broker_flag(p)
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data, profiles)")
     p.add_argument("--output", help="(run alone) also write the results as JSON here")
     args = p.parse_args(argv)

@@ -66,6 +66,12 @@ BROKERS = ("embedded", "kafka")
 Broker = EmbeddedBroker | KafkaCluster
 
 
+def add_broker_flag(parser: Any) -> None:
+    parser.add_argument("--broker", choices=BROKERS, default="embedded",
+                        help="each stage's broker: the embedded one (Tansu, in memory) or one Apache Kafka node "
+                        "(needs Java 17 and Maven; default %(default)s)")
+
+
 def start_broker(kind: str, directory: Path, index: int) -> Broker:
     """A running broker of `kind` ("embedded": Tansu, in memory; "kafka": one Apache Kafka
     node, stream_app/kafka_broker.py) for a stage; its log and data under `directory`."""

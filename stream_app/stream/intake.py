@@ -182,9 +182,8 @@ class Intake:
         ends = await self.consumer.end_offsets(list(positions))
         said = []
         for tp, offset in sorted(positions.items()):
-            where = (f"ends at offset {ends[tp]}, below" if ends[tp] < offset
-                     else "starts past")  # the batch loop's take-up says by how much
-            said.append(f"input {tp.topic}[{tp.partition}] {where} the next offset to apply ({offset})")
+            said.append(ends_below(tp, ends[tp], offset) if ends[tp] < offset else  # else: the take-up says how far
+                        f"input {tp.topic}[{tp.partition}] starts past the next offset to apply ({offset})")
         return "; ".join(said)
 
     def _check_ends(self) -> None:
@@ -195,8 +194,7 @@ class Intake:
         for tp, expected in self._next.items():
             end = self.consumer.highwater(tp)
             if end is not None and end < expected:
-                raise StartedOver(f"input {tp.topic}[{tp.partition}] ends at offset {end}, below the next offset "
-                                  f"to apply ({expected})")
+                raise StartedOver(ends_below(tp, end, expected))
 
     async def wait(self, delay: float, generation: int) -> bool:
         """Sleep `delay` seconds, in short steps; False (at once) if a pause came since
@@ -226,6 +224,10 @@ class Intake:
             else:
                 self.consumer.seek(tp, offset)
                 self._next[tp] = offset
+
+
+def ends_below(tp: TopicPartition, end: int, expected: int) -> str:
+    return f"input {tp.topic}[{tp.partition}] ends at offset {end}, below the next offset to apply ({expected})"
 
 
 # Reading a range that is known to exist: large fetches, no waiting for more.

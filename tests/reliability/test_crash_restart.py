@@ -18,17 +18,11 @@ from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, read_all,
 from tests.support.leagues import (CONFIG, assert_same_history, assert_same_state, league_matches, match_counts, replay_with_event_ids,
                                   stream_events)
 from tests.support.names import unique_name
-from tests.support.workers import FAST_GROUP, WorkerProcess, wait_for
+from tests.support.workers import FAST_GROUP, WorkerProcess, matches_served, wait_for
 
 
 pytestmark = pytest.mark.reliability
 KILLS = 5
-
-
-def matches_served(worker: WorkerProcess) -> int:
-    """The matches of every league the worker serves (one request: GET /leagues)."""
-    status, body = worker.get("/leagues")
-    return sum(league["matches"] for league in body["leagues"]) if status == 200 else 0
 
 
 @pytest.mark.parametrize("fresh_dir", [False, True], ids=["same-data-dir", "empty-data-dir"])

@@ -19,7 +19,7 @@ from tests.support.kafka import SteadyPublisher, ensure_topics, keyed, read_all,
 from tests.support.leagues import (CONFIG, assert_same_state, config_file, league_matches, match_counts,
                                    replay_with_event_ids, stream_events)
 from tests.support.names import unique_name
-from tests.support.workers import FAST_GROUP, WorkerProcess, started_over_lines, wait_for
+from tests.support.workers import FAST_GROUP, WorkerProcess, matches_served, started_over_lines, wait_for
 
 pytestmark = pytest.mark.reliability
 
@@ -39,12 +39,8 @@ def test_kills_on_a_broker_that_lost_nothing_raise_no_started_over_alarm(broker,
                                    name=name, extra_args=FAST_GROUP))
         return every[-1]
 
-    def served(worker: WorkerProcess) -> int:
-        status, body = worker.get("/leagues")
-        return sum(league["matches"] for league in body["leagues"]) if status == 200 else 0
-
     def past(fraction: float, workers: list[WorkerProcess]) -> None:
-        wait_for(lambda: sum(map(served, workers)) >= fraction * total, 120, f"{fraction:.0%} of the matches applied",
+        wait_for(lambda: sum(map(matches_served, workers)) >= fraction * total, 120, f"{fraction:.0%} of the matches applied",
                  interval=0.1, workers=workers)
 
     a, b = start("a0", "a"), start("b0", "b")

@@ -75,6 +75,12 @@ def totals(workers: list[WorkerProcess], key: str) -> int:
     return total
 
 
+def matches_served(worker: WorkerProcess) -> int:
+    """The matches of every league the worker serves (one request: GET /leagues)."""
+    status, body = worker.get("/leagues")
+    return sum(league["matches"] for league in body["leagues"]) if status == 200 else 0
+
+
 def assigned(worker: WorkerProcess) -> set[int]:
     """Partitions the worker owns and serves (empty while it rebalances or restores)."""
     health = worker.health()
