@@ -62,9 +62,10 @@ from stream_app.stream.kafka_io import send_batches
 from stream_app.stream.partitioner import key_partition
 
 from . import elo_job, quix_app
-from .streamtools import (PARTITIONS, ROOT, BenchWorker, Broker, Collector, PhaseSampler, add_broker_flag, command_main,
-                          compiled_copy, cpu_seconds, create_topics, dir_size, log, percentiles, profile, publish, send_paced,
-                          source_copy, stage_topics, start_broker, vm_hwm, vm_rss, wait_until)
+from .streamtools import (PARTITIONS, ROOT, BenchWorker, Broker, Collector, PhaseSampler, add_broker_flag, batch_stages,
+                          command_main, compiled_copy, cpu_seconds, create_topics, dir_size, log, percentiles, profile,
+                          publish, send_paced, source_copy, stage_means, stage_topics, start_broker, vm_hwm, vm_rss,
+                          wait_until)
 
 CODEFORCES = ROOT.parent / "shared" / "data" / "codeforces-1071.jsonl.gz"
 CODEFORCES_CONFIG = ROOT / "deploy" / "accuracy" / "codeforces-elo-mmr.toml"
@@ -441,6 +442,7 @@ class Bench:
                 steady = [(e["league"].encode(), orjson.dumps(e), e["match_id"]) for e in (next(stream) for _ in range(count))]
                 started = time.time()
                 cpu_before = cpu_seconds(broker.pid) or 0.0, cpu_seconds(worker.pid) or 0.0
+                stages_before = batch_stages(worker)
                 sent_s = asyncio.run(steady_publish(broker.bootstrap, topics.match_topic, steady, rate, published))
                 wait_until(lambda: len(latencies) >= 2 * count, 600, "the steady matches' changes", collector, worker,
                            lambda: f"latency: {len(latencies):,} of {2 * count:,} changes read")
@@ -454,9 +456,10 @@ class Bench:
                     "by_tenth": [percentiles(part) for part in tenths(latencies)],
                     "broker_cores": ((cpu_seconds(broker.pid) or 0.0) - cpu_before[0]) / took,
                     "worker_cores": ((cpu_seconds(worker.pid) or 0.0) - cpu_before[1]) / took,
+                    "batch_stages": stage_means(stages_before, batch_stages(worker)),
                 }
                 log(f"latency at {rate:,}/s: p50 {stats['p50'] * 1000:.0f} ms, p99 {stats['p99'] * 1000:.0f} ms, "
-                    f"max {stats['max'] * 1000:.0f} ms")
+                    f"max {stats['max'] * 1000:.0f} ms; {describe_stages(result['latency'][str(rate)]['batch_stages'])}")
             if mmr:
                 result["mmr"] = self.mmr_rounds(broker, topics, expected, finished, collector, worker)
             result["worker_peak_rss_bytes"] = vm_hwm(worker.pid)
@@ -633,6 +636,14 @@ def tenths(values: list[float]) -> list[list[float]]:
     return [values[n * k // 10:n * (k + 1) // 10] for k in range(10)]
 
 
+def describe_stages(stages: dict[str, Any]) -> str:
+    """Mean time of each batch stage (ratings_batch_stage_seconds), in the order a batch goes through them."""
+    order = ("waiting", "applying", "publishing", "checkpointing")
+    said = [f"{stage} {stages[stage]['mean_s'] * 1e3:.1f} ms" for stage in order if stage in stages]
+    batches = stages.get("applying", {}).get("batches")
+    return (", ".join(said) + (f" (means over {batches:,} batches)" if batches else "")) if said else "no batches"
+
+
 def leaderboard_latency(worker: BenchWorker, league: str, limit: int, most: int = 20, budget: float = 90.0) -> dict[str, Any]:
     times = []
     deadline = time.monotonic() + budget
@@ -699,6 +710,8 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                      f"sent {lat['publish_rate_achieved']:,.0f}/s, done {lat['processed_rate']:,.0f}/s; "
                      f"p50 first tenth {lat['by_tenth'][0]['p50'] * 1e3:,.0f} ms, last {lat['by_tenth'][-1]['p50'] * 1e3:,.0f} ms; "
                      f"cores: broker {lat['broker_cores']:.2f}, worker {lat['worker_cores']:.2f}"))
+        if lat.get("batch_stages"):
+            rows.append(("    where the time goes (the worker's batches)", describe_stages(lat["batch_stages"]), ""))
     before = results.get("latency_before") or {}
     for key, lat in before.items():
         if key == "fetch_wait":

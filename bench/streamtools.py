@@ -357,6 +357,32 @@ def percentiles(values: list[float]) -> dict[str, float]:
             "max": float(array.max()), "mean": float(array.mean())}
 
 
+def batch_stages(worker: Any) -> dict[str, tuple[float, float]]:
+    """The worker's batch stages so far (ratings_batch_stage_seconds): stage -> (seconds, batches)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    status, text = worker.get("/metrics")
+    if status != 200:
+        return {}
+    stages: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "ratings_batch_stage_seconds":
+            for sample in family.samples:
+                if sample.name.endswith(("_sum", "_count")):
+                    stages.setdefault(sample.labels["stage"], [0.0, 0.0])[sample.name.endswith("_count")] = sample.value
+    return {stage: (total, count) for stage, (total, count) in stages.items()}
+
+
+def stage_means(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """Mean seconds of each batch stage between two readings of batch_stages, and the batches counted."""
+    means: dict[str, Any] = {}
+    for stage, (total, count) in after.items():
+        total0, count0 = before.get(stage, (0.0, 0.0))
+        if count > count0:
+            means[stage] = {"mean_s": (total - total0) / (count - count0), "batches": int(count - count0)}
+    return means
+
+
 # -- profiling -----------------------------------------------------------------------------
 
 

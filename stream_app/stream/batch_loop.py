@@ -72,7 +72,8 @@ class BatchLoop:
             # assignment's, and none if a rebalance came meanwhile (its resume takes up).
             generation = self.intake.generation
             try:
-                await self.finish_rerates()
+                async with self.intake.busy():  # a pause waits for a re-rate's part as for a batch
+                    await self.finish_rerates()
                 async with self.intake.batch() as records:
                     generation = self.intake.generation
                     await self.apply_batch(records)
@@ -120,6 +121,9 @@ class BatchLoop:
         by work, and 2,000 rounds of thousands of participants would otherwise hold
         the event loop for minutes with nothing committed."""
         self.tally.input(records)
+        stamps = [record.timestamp for record in records if record.timestamp]
+        if stamps:
+            observe.BATCH_STAGE_SECONDS.labels("waiting").observe(max(0.0, time.time() - min(stamps) / 1000))
         start, size = 0, 0
         for i, record in enumerate(records):
             size += len(record.value or b"")
@@ -153,6 +157,7 @@ class BatchLoop:
                     self.phase = applying
                 self._handle(state, record, mine, applied)
         self.phase = f"committing {len(touched)} partitions"
+        observe.BATCH_STAGE_SECONDS.labels("applying").observe(time.perf_counter() - started)
         await self.committer.commit(list(touched.values()), [out for part in outputs.values() for out in part])
         self.tally.applied_batch(applied, time.time())
         observe.BATCH_SECONDS.observe(time.perf_counter() - started)
@@ -177,10 +182,12 @@ class BatchLoop:
 
     # -- re-rates in parts --------------------------------------------------------------
     async def finish_rerates(self) -> None:
-        """Finish the re-rates of the partitions owned (found at a take-up): each
-        holds its partition's input until it is done."""
-        for partition in sorted({partition for _, partition in self.intake.owned_partitions} | set(self.partitions)):
-            state = await self._take_up(partition)
+        """Finish the re-rates of the partitions taken up (found at their take-up): each
+        holds its partition's input until it is done. Only those: after a pause or a
+        failed batch none are, and taking up the last assignment's partitions here
+        would fence their new owner, and race the next resume's take-up of the same
+        partition into the local store (each entry's writes made twice)."""
+        for partition, state in sorted(self.partitions.items()):
             if state.jobs:
                 outputs: list = []
                 await self._finish_rerates(state, outputs)

@@ -121,10 +121,18 @@ class Committer:
         self.fenced = 0  # changelog records of replaced workers seen
         self.replaced = 0  # batches that found this worker replaced
         self.started_over: list[dict[str, Any]] = []  # changelog partitions found to have started over (for /health)
+        # One take-up of a partition at a time: two reading its changelog into the local
+        # store at once would each make an entry's writes (a match counted twice).
+        self._taking_up: dict[int, asyncio.Lock] = {}
 
     # -- taking a partition up ---------------------------------------------------------
     async def take_up(self, partition: int) -> PartitionTransaction:
-        """A partition newly owned: its committed state, under a new epoch."""
+        """A partition newly owned: its committed state, under a new epoch. A take-up
+        of the partition already under way is waited for; this one goes on from it."""
+        async with self._taking_up.setdefault(partition, asyncio.Lock()):
+            return await self._take_up(partition)
+
+    async def _take_up(self, partition: int) -> PartitionTransaction:
         started = time.perf_counter()
         local = self.store.checkpoint(partition)
         reader = ChangelogRule(local)
@@ -225,7 +233,11 @@ class Committer:
     # -- committing a batch ------------------------------------------------------------
     async def commit(self, states: list[PartitionTransaction], outputs: list[Output]) -> None:
         """Commit a batch: the partitions' states and the batch's outputs, as above."""
+        started = time.perf_counter()
         outputs_acked = asyncio.ensure_future(asyncio.gather(*await self._send_outputs(outputs)))
+        if outputs:
+            outputs_acked.add_done_callback(lambda _: observe.BATCH_STAGE_SECONDS.labels("publishing").observe(
+                time.perf_counter() - started))
         for _ in range(OUTPUT_HEAD_START):
             await asyncio.sleep(0)
         dirty = [state for state in states if state.dirty]
@@ -236,6 +248,7 @@ class Committer:
         for result in done:
             if isinstance(result, BaseException):
                 raise result
+        observe.BATCH_STAGE_SECONDS.labels("checkpointing").observe(time.perf_counter() - started)
 
     async def _checkpoint(self, state: PartitionTransaction, outputs_acked: Awaitable) -> None:
         records, mark, after = state.checkpoint_writes()

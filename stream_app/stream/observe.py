@@ -115,6 +115,17 @@ BATCH_SECONDS = Histogram(
     "ratings_batch_seconds", "Time to apply a batch and write its checkpoint",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf")),
 )
+# Where a match's latency goes (docs/performance.md): each batch part's stages, in order.
+# A result's rating-changed events are readable once its batch is published; the next
+# batch is taken once this one is checkpointed.
+BATCH_STAGE_SECONDS = Histogram(
+    "ratings_batch_stage_seconds",
+    "Stages of a batch: waiting (its oldest input record, from the record's timestamp to the batch being taken), "
+    "applying, publishing (the commit's start to its outputs acknowledged) and checkpointing (the commit's start "
+    "to its checkpoint in the local store)",
+    ["stage"],
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, float("inf")),
+)
 REQUEST_SECONDS = Histogram(
     "ratings_http_request_seconds", "Time to answer an API request, per endpoint (forwarded ones included)",
     ["endpoint"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import orjson
+from prometheus_client import REGISTRY
 
 from stream_app.inputs import parse_match
 from stream_app.leagues import LeagueConfig
@@ -54,6 +55,10 @@ def assert_state_is_the_replay(view: Reads, docs: list) -> None:
             assert player_state(view.player(league, player))[0] == state.to_dict()
 
 
+def stage_count(stage: str) -> float:
+    return REGISTRY.get_sample_value("ratings_batch_stage_seconds_count", {"stage": stage}) or 0.0
+
+
 def two_player(match_id: str, a: str, b: str, league: str = "chess") -> dict:
     return {"league": league, "match_id": match_id, "participants": [{"player": a, "rank": 1}, {"player": b, "rank": 2}]}
 
@@ -67,7 +72,10 @@ async def test_a_batch_is_applied_published_and_checkpointed(tmp_path):
             {"player": "a", "rank": 2}, {"player": "b", "rank": 1}, {"player": "c", "rank": 3}]},
         two_player("1", "a", "b"),  # a producer's retry
     ]
+    stages = ("waiting", "applying", "publishing", "checkpointing")
+    before = [stage_count(stage) for stage in stages]
     await worker.apply_batch(records([*docs, b"not json"]))
+    assert [stage_count(stage) - n for stage, n in zip(stages, before)] == [1, 1, 1, 1]  # one part: each stage once
     view = reads(worker, store)
     assert_state_is_the_replay(view, docs[:3])
     assert view.league("chess") == {"algorithm": "elo", "matches": 2, "players": 3, "received": 2}
@@ -239,18 +247,18 @@ async def test_a_batch_failing_during_a_rebalance_leaves_the_take_up_to_the_next
         await producer.stop()
     worker, _, _ = new_worker(tmp_path, settings, {"bootstrap_servers": broker.bootstrap})
     taken_up, pauses = [], []
-    take_up = worker.take_up
+    take_up = worker.committer.take_up  # every take-up goes through it: the resume's, a recovery's, a batch's
 
-    async def counted(partitions):
-        taken_up.append(set(partitions))
-        return await take_up(partitions)
+    async def counted(partition):
+        taken_up.append(partition)
+        return await take_up(partition)
 
     async def failing(records):
         pauses.append(asyncio.ensure_future(worker.intake.pause(5.0)))  # the rebalance begins
         await asyncio.sleep(0)
         raise RuntimeError("the commit failed")
 
-    worker.take_up, worker.apply_batch = counted, failing
+    worker.committer.take_up, worker.apply_batch = counted, failing
     assert await worker.resume([(topics.match, 0)])
     try:
         for _ in range(200):
@@ -259,7 +267,7 @@ async def test_a_batch_failing_during_a_rebalance_leaves_the_take_up_to_the_next
             await asyncio.sleep(0.05)
         assert worker.failures == 1
         await asyncio.sleep(RETRY_SECONDS + 0.5)  # past the recovery's back-off
-        assert taken_up == [{0}]  # the resume's; before the fix a second one followed the failure
+        assert taken_up == [0]  # the resume's; before the fix a second one followed the failure
     finally:
         await asyncio.gather(*pauses)
         await worker.stop()

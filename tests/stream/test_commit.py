@@ -365,6 +365,32 @@ async def test_a_crash_in_the_middle_of_a_restore_keeps_what_was_read_and_the_ne
     assert_committed_state_is(local(store), ledger)
 
 
+async def test_two_take_ups_of_a_partition_at_once_make_its_state_once(tmp_path, monkeypatch):
+    """Two take-ups of one partition started together (a rebalance's and a batch loop's)
+    read the changelog into one local store: the second goes on from the first's
+    checkpoint, and every entry's writes are made once (a league's match count too)."""
+    from stream_app.stream import commit
+
+    monkeypatch.setattr(commit, "FLUSH_RECORDS", 5)  # many writes: the two would interleave
+    log = input_log(3)
+    ledger, _ = expected(log)
+    broker = MemoryBroker(partitions=PARTITIONS, seed=3)
+    broker.add_input(log)
+    writer = new_worker(LocalStore(tmp_path / "writer"), broker)
+    rng = random.Random(3)
+    batch = next_batch(writer, log, rng)
+    while batch:
+        await writer.apply_batch(batch)
+        batch = next_batch(writer, log, rng)
+    store = LocalStore(tmp_path / "taking-up")
+    worker = new_worker(store, broker)
+    states = await asyncio.gather(*(worker.committer.take_up(p) for p in log for _ in range(2)))
+    assert_committed_state_is(local(store), ledger)
+    for p in log:  # the second take-up's epoch is above the first's: it holds the partition
+        first, second = (state.checkpoint for state in states if state.partition == p)
+        assert second.epoch == first.epoch + 1 and store.checkpoint(p) == second
+
+
 CORRECTED = LeagueConfig.from_toml(CORRECTIONS_CONFIG)
 
 
