@@ -17,9 +17,12 @@ this benchmark starts and stops itself, next to a baseline from the same run:
    (`--scale-workers`), with the cores the broker, the workers and this
    process (publisher and reader) used;
 3. latency at a steady rate (2,000 and 500 matches/s for 30 s each, each rate
-   with a broker and a worker of its own, caught up): publish time to each
-   rating-changed event's arrival, with the p50 of each tenth of the run and the
-   cores the broker and the worker used; then again with a worker whose input
+   with a broker and a worker of its own, caught up, after 15 s at that rate
+   reported apart: a broker just started is slower while its JVM compiles):
+   publish time to each rating-changed event's arrival, with the p50 of each
+   tenth of the run, the cores the broker and the worker used, and the mean
+   of each stage of the worker's batches (`ratings_batch_stage_seconds`: where
+   the time goes); then again with a worker whose input
    fetch is held 0.5 s (aiokafka's default, the worker's before issue #18: the
    embedded broker holds an empty fetch that long);
 4. `elo-mmr` rounds of 1,000 and 5,000 participants: publish to the round's
@@ -89,6 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--latency-rates", default="2000,500",
                    help="matches/s for (3), one run each (default %(default)s: the issue's rate, and one below saturation)")
     p.add_argument("--latency-seconds", type=float, help="duration of (3) (default 30; quick 10)")
+    p.add_argument("--latency-warm-seconds", type=float,
+                   help="before (3), the same rate for this long on the same broker and worker, reported apart: a "
+                   "broker's JVM just started compiles its hot code meanwhile (default 15; quick 5; 0: none)")
     p.add_argument("--before-fetch-wait", type=float, default=0.5,
                    help="(3) again with the worker's input fetch held this long, as before issue #18 "
                    "(aiokafka's default; default %(default)s; 0: skip)")
@@ -117,6 +123,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     quick = args.quick
     args.matches = args.matches or (20_000 if quick else 100_000)
     args.latency_seconds = args.latency_seconds or (10.0 if quick else 30.0)
+    if args.latency_warm_seconds is None:
+        args.latency_warm_seconds = 5.0 if quick else 15.0
     args.mmr_rounds = args.mmr_rounds or (2 if quick else 4)
     args.scale_workers = (0 if quick else 2) if args.scale_workers is None else args.scale_workers
     args.stages = args.only or [s for s in STAGES if not (quick and s == "codeforces")]
@@ -436,6 +444,16 @@ class Bench:
             worker.wait(lambda h: h["applied"] >= len(warm), 300, "warm-up applied")
             log(f"latency: worker up and caught up ({time.time() - worker.started:.0f} s after start)")
             for rate in rates:
+                warm_count = int(rate * args.latency_warm_seconds)
+                if warm_count:
+                    latencies.clear()
+                    steady = [(e["league"].encode(), orjson.dumps(e), e["match_id"])
+                              for e in (next(stream) for _ in range(warm_count))]
+                    asyncio.run(steady_publish(broker.bootstrap, topics.match_topic, steady, rate, published))
+                    wait_until(lambda: len(latencies) >= 2 * warm_count, 600, "the warm-up's changes", collector, worker)
+                    warm = percentiles(latencies)
+                    log(f"latency at {rate:,}/s, warming up for {args.latency_warm_seconds:.0f} s (not counted): "
+                        f"p50 {warm['p50'] * 1000:.0f} ms, p99 {warm['p99'] * 1000:.0f} ms")
                 latencies.clear()
                 match_latencies.clear()
                 count = int(rate * args.latency_seconds)
@@ -450,6 +468,7 @@ class Bench:
                 stats = percentiles(latencies)
                 result.setdefault("latency", {})[str(rate)] = {
                     "rate": rate, "seconds": args.latency_seconds, "matches": count,
+                    "warm_up": {"seconds": args.latency_warm_seconds, "event_s": warm} if warm_count else None,
                     "publish_rate_achieved": count / sent_s,
                     "processed_rate": count / took,
                     "event_s": stats, "match_s": percentiles(match_latencies),
@@ -710,6 +729,10 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                      f"sent {lat['publish_rate_achieved']:,.0f}/s, done {lat['processed_rate']:,.0f}/s; "
                      f"p50 first tenth {lat['by_tenth'][0]['p50'] * 1e3:,.0f} ms, last {lat['by_tenth'][-1]['p50'] * 1e3:,.0f} ms; "
                      f"cores: broker {lat['broker_cores']:.2f}, worker {lat['worker_cores']:.2f}"))
+        if lat.get("warm_up"):
+            w = lat["warm_up"]["event_s"]
+            rows.append((f"    the {lat['warm_up']['seconds']:.0f} s before it (broker and worker just started)",
+                         f"p50 {w['p50'] * 1e3:,.0f} ms, p99 {w['p99'] * 1e3:,.0f} ms, max {w['max'] * 1e3:,.0f} ms", ""))
         if lat.get("batch_stages"):
             rows.append(("    where the time goes (the worker's batches)", describe_stages(lat["batch_stages"]), ""))
     before = results.get("latency_before") or {}

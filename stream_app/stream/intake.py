@@ -171,7 +171,7 @@ class Intake:
                     continue  # fetched for an assignment since changed: dropped, resume seeks anew
                 for tp, part in batches.items():
                     self._next[tp] = part[-1].offset + 1
-                self._check_ends()
+                await self._check_ends()
                 if batches:
                     return [record for part in batches.values() for record in part]
 
@@ -186,15 +186,30 @@ class Intake:
                         f"input {tp.topic}[{tp.partition}] starts past the next offset to apply ({offset})")
         return "; ".join(said)
 
-    def _check_ends(self) -> None:
-        """A partition whose end (the high watermark of its last fetch) is below the
-        next offset to read has started over: the broker forgot its records, or the
-        topic was recreated. Raises StartedOver: the batch loop takes it up anew."""
+    async def _check_ends(self) -> None:
+        """A partition whose end is below the next offset to read has started over: the
+        broker forgot its records, or the topic was recreated. Raises StartedOver: the
+        batch loop takes it up anew.
+
+        The high watermark of a partition's last fetch says so first, but Kafka's can
+        be too low: a fetch answer carries the watermark from before its read, which
+        may return records appended meanwhile (Partition.readRecords). So an end found
+        below is asked of the broker again (ListOffsets) before it counts, and the
+        higher of the two answers is the end (the embedded broker's ListOffsets answers
+        too low, its watermark right)."""
         assert self.consumer is not None
+        below: dict[TopicPartition, tuple[int, int]] = {}
         for tp, expected in self._next.items():
             end = self.consumer.highwater(tp)
             if end is not None and end < expected:
-                raise StartedOver(ends_below(tp, end, expected))
+                below[tp] = (end, expected)
+        if not below:
+            return
+        listed = await self.consumer.end_offsets(list(below))
+        said = [ends_below(tp, max(end, listed[tp]), expected) for tp, (end, expected) in sorted(below.items())
+                if max(end, listed[tp]) < expected]
+        if said:
+            raise StartedOver("; ".join(said))
 
     async def wait(self, delay: float, generation: int) -> bool:
         """Sleep `delay` seconds, in short steps; False (at once) if a pause came since
