@@ -33,9 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -158,53 +155,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(bootstrap: str, input_topic: str, output_topic: str, matches: int, workdir: Path, timeout: float = 600.0,
         group: str | None = None, guarantee: str = "at-least-once") -> dict[str, Any]:
-    """Run the application as a child process (own process group) until it has processed
-    `matches` matches; return its JSON line plus `peak_rss_bytes` (VmHWM, sampled while it
-    runs) and `wall_s` (start to exit). Raises with the tail of its log if it fails or
-    takes longer than `timeout` seconds (it is killed then)."""
-    from stream_app.processes import dies_with_this_process
+    """Run the application as a child process (bench/streamtools.run_peer) until it has
+    processed `matches` matches; its JSON line plus `peak_rss_bytes`, `wall_s` and `log`."""
+    from .streamtools import run_peer
 
-    from .streamtools import ROOT, vm_hwm
-
-    workdir.mkdir(parents=True, exist_ok=True)
-    group = group or f"quix-elo-{uuid.uuid4().hex[:10]}"
-    argv = [sys.executable, "-m", "bench.quix_app", "--broker", bootstrap, "--input", input_topic,
-            "--output", output_topic, "--state-dir", str(workdir / "state"), "--matches", str(matches),
-            "--group", group, "--guarantee", guarantee]
-    out_path, log_path = workdir / "quix-app.out", workdir / "quix-app.log"
-    started = time.monotonic()
-    # Files, not pipes: Quix's log is never read while it runs, and a full pipe would block it.
-    with open(out_path, "wb") as out, open(log_path, "wb") as err:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                start_new_session=True, preexec_fn=dies_with_this_process())
-    peak = 0
-    try:
-        while True:
-            try:
-                code = proc.wait(0.1)
-                break
-            except subprocess.TimeoutExpired:
-                peak = max(peak, vm_hwm(proc.pid) or 0)
-                if time.monotonic() - started > timeout:
-                    raise TimeoutError(f"the Quix app did not process {matches:,} matches in {timeout:.0f} s "
-                                       f"(killed):\n{_tail(log_path)}") from None
-    finally:
-        if proc.poll() is None:  # timed out, or this process is being interrupted
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    wall = time.monotonic() - started
-    lines = [line for line in out_path.read_text(errors="replace").splitlines() if line.startswith("{")]
-    if code != 0 or not lines:
-        raise RuntimeError(f"the Quix app exited with status {code}"
-                           f"{'' if lines else ' and no result line'}:\n{_tail(log_path)}")
-    return {**json.loads(lines[-1]), "peak_rss_bytes": peak, "wall_s": wall, "log": str(log_path)}
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
+    return run_peer("bench.quix_app", bootstrap, input_topic, output_topic, matches, workdir, timeout,
+                    group or f"quix-elo-{uuid.uuid4().hex[:10]}", guarantee)
 
 
 if __name__ == "__main__":

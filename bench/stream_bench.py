@@ -10,8 +10,10 @@ this benchmark starts and stops itself, next to a baseline from the same run:
    through one `ratings worker`, from its first applied match to the last of
    the 2N rating-changed events read back; the ratio to (1), and to the same
    job as a Quix Streams application (bench/quix_app.py: RocksDB state with
-   changelogs, at-least-once) on the same input, from its first processed
-   match to the last of its events read back; then again with the per-match
+   changelogs, at-least-once, and on Kafka exactly-once too) and, on Kafka, as
+   a Faust application with processing_guarantee="exactly_once"
+   (bench/faust_app.py), on the same input, from its first processed match to
+   the last of its events read back; then again with the per-match
    path compiled by mypyc (deploy/compile.py, built in the run; `--no-compiled`
    skips it), and through two workers of one group sharing the partitions
    (`--scale-workers`), with the cores the broker, the workers and this
@@ -64,7 +66,7 @@ from stream_app.settings import Settings
 from stream_app.stream.kafka_io import send_batches
 from stream_app.stream.partitioner import key_partition
 
-from . import elo_job, quix_app
+from . import elo_job, faust_app, quix_app
 from .streamtools import (PARTITIONS, ROOT, BenchWorker, Broker, Collector, PhaseSampler, add_broker_flag, batch_stages,
                           command_main, compiled_copy, cpu_seconds, create_topics, dir_size, log, percentiles, profile,
                           publish, send_paced, source_copy, stage_means, stage_topics, start_broker, vm_hwm, vm_rss,
@@ -114,8 +116,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-compiled", action="store_true",
                    help="skip (2) with the per-match path compiled by mypyc (deploy/compile.py; needs a C compiler)")
     p.add_argument("--baseline", metavar="REV",
-                   help="(2) again with the package as git revision REV has it, same input, same run: a change "
-                   "that must leave the throughput as it was (e.g. the commit before it)")
+                   help="(2) and (3) again with the package as git revision REV has it, same input, same run: a "
+                   "change that must leave the throughput as it was, or one that changes the latency (e.g. the "
+                   "commit before it)")
     add_broker_flag(p)
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, data, profiles)")
     p.add_argument("--output", help="(run alone) also write the results as JSON here")
@@ -138,6 +141,7 @@ class Bench:
         self.config = self.tmp / "leagues.toml"
         self.config.write_text(CONFIG)
         self.workers: list[BenchWorker] = []
+        self._baseline_env: dict[str, str] | None = None
         self.brokers: list[Broker] = []
         self.problems: dict[str, Any] = {}
 
@@ -197,9 +201,11 @@ class Bench:
         ceiling = n / ceiling_s
         log(f"ceiling: {n:,} matches in {ceiling_s:.1f} s = {ceiling:,.0f} matches/s")
 
-        quix = self.quix(broker, topics.match_topic, n)
+        quix = self.peer(quix_app, broker, topics.match_topic, n, "at-least-once")
         # Exactly-once needs transactions: Kafka has them, the embedded broker not.
-        quix_eos = self.quix(broker, topics.match_topic, n, "exactly-once") if self.args.broker == "kafka" else None
+        kafka = self.args.broker == "kafka"
+        quix_eos = self.peer(quix_app, broker, topics.match_topic, n, "exactly-once") if kafka else None
+        faust_eos = self.peer(faust_app, broker, topics.match_topic, n, "exactly-once") if kafka else None
 
         run = self.service(broker, topics, n, "service")
         service = run["matches_per_s"]
@@ -214,6 +220,9 @@ class Bench:
             "quix_exactly_once": quix_eos,
             "ratio_service_to_quix_exactly_once": (service / quix_eos["matches_per_s"]
                                                    if quix_eos and "matches_per_s" in quix_eos else None),
+            "faust_exactly_once": faust_eos,
+            "ratio_service_to_faust_exactly_once": (service / faust_eos["matches_per_s"]
+                                                    if faust_eos and "matches_per_s" in faust_eos else None),
             **run, "broker_rss_bytes": vm_rss(broker.pid),
         }
         if not self.args.no_compiled:
@@ -232,7 +241,7 @@ class Bench:
             result["compiled"] = compiled
         if self.args.baseline:
             # The same worker as an earlier revision has it, same input: with (2) just before, a ratio.
-            env = source_copy(self.args.baseline, self.tmp / "baseline")
+            env = self.baseline_env()
             again = stage_topics("tput-baseline")
             asyncio.run(create_topics(broker.url, again))
             asyncio.run(publish(broker.bootstrap, again.match_topic, records))
@@ -354,10 +363,11 @@ class Bench:
         return {"workers": count, "seconds": seconds, "matches_per_s": rate, "cores": cores,
                 "applied": [h.get("applied") for h in found], "distinct_changes": len(seen)}
 
-    def quix(self, broker: Broker, input_topic: str, n: int, guarantee: str = "at-least-once") -> dict[str, Any]:
-        """The same job as a Quix Streams application (bench/quix_app.py) on the same input:
-        from its first processed match to the last of its 2n events read back."""
-        out = stage_topics("quix-eos" if guarantee == "exactly-once" else "quix")
+    def peer(self, app: Any, broker: Broker, input_topic: str, n: int, guarantee: str) -> dict[str, Any]:
+        """The same job as a peer application (bench/quix_app.py, bench/faust_app.py) on the
+        same input: from its first processed match to the last of its 2n events read back."""
+        name = app.__name__.rsplit(".", 1)[-1].split("_")[0]  # quix, faust
+        out = stage_topics(f"{name}-{guarantee}")
         asyncio.run(create_topics(broker.url, out))
         last = [0.0]
         count = [0]
@@ -369,21 +379,24 @@ class Bench:
         collector = Collector(broker.bootstrap, out.changes_topic, on_event, max_wait_ms=50)
         collector.start()
         try:
-            ran = quix_app.run(broker.bootstrap, input_topic, out.changes_topic, n, self.tmp / f"quix-{guarantee}",
-                               timeout=n / 100 + 300, guarantee=guarantee)
-            wait_until(lambda: count[0] >= 2 * n, 120, f"{2 * n:,} events of the Quix app", collector)
+            ran = app.run(broker.bootstrap, input_topic, out.changes_topic, n, self.tmp / f"{name}-{guarantee}",
+                          timeout=n / 100 + 300, guarantee=guarantee)
+            wait_until(lambda: count[0] >= 2 * n, 120, f"{2 * n:,} events of the {name} app", collector)
         except Exception as exc:  # the comparison is lost, not the stage
-            log(f"quix: FAILED: {exc}")
+            log(f"{name}, {guarantee}: FAILED: {str(exc)[:300]}")
             return {"error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
         finally:
             collector.stop()
         seconds = last[0] - ran["first_at"]
         rate = n / seconds
-        log(f"quix streams, {guarantee}: {n:,} matches in {seconds:.1f} s = {rate:,.0f} matches/s "
+        log(f"{name}, {guarantee}: {n:,} matches in {seconds:.1f} s = {rate:,.0f} matches/s "
             f"(start to first match {ran['first_at'] - ran['started_at']:.0f} s)")
-        return {"seconds": seconds, "matches_per_s": rate, "events_read": count[0],
-                "processed_matches_per_s": n / (ran["last_at"] - ran["first_at"]),
-                "peak_rss_bytes": ran["peak_rss_bytes"], "start_to_first_s": ran["first_at"] - ran["started_at"]}
+        found = {"seconds": seconds, "matches_per_s": rate, "events_read": count[0],
+                 "processed_matches_per_s": n / (ran["last_at"] - ran["first_at"]),
+                 "peak_rss_bytes": ran["peak_rss_bytes"], "start_to_first_s": ran["first_at"] - ran["started_at"]}
+        if "output_transactional" in ran:  # Faust's decision for the output topic (bench/faust_app.py)
+            found["output_transactional"] = ran["output_transactional"]
+        return found
 
     # -- (3) and (4) ---------------------------------------------------------------------
 
@@ -395,6 +408,10 @@ class Bench:
         if "latency" in self.args.stages:
             for rate in self.args.latency_rates.split(","):
                 result.setdefault("latency", {}).update(self.live([int(rate)], mmr=False)["latency"])
+                if self.args.baseline:  # the same rate with the baseline's worker, right after
+                    base = self.live([int(rate)], mmr=False, env=self.baseline_env())["latency"][rate]
+                    base["revision"] = self.args.baseline
+                    result.setdefault("latency_baseline", {})[rate] = base
             if self.args.before_fetch_wait:
                 # The same with the input fetch held as long as before issue #18.
                 before = {"fetch_wait": self.args.before_fetch_wait}
@@ -408,7 +425,14 @@ class Bench:
             result["worker_peak_rss_bytes"] = live["worker_peak_rss_bytes"]
         return result
 
-    def live(self, rates: list[int], mmr: bool, extra_args: list[str] = ()) -> dict[str, Any]:
+    def baseline_env(self) -> dict[str, str]:
+        """The package as --baseline's revision has it (made once per run)."""
+        if self._baseline_env is None:
+            self._baseline_env = source_copy(self.args.baseline, self.tmp / "baseline")
+        return self._baseline_env
+
+    def live(self, rates: list[int], mmr: bool, extra_args: list[str] = (),
+             env: dict[str, str] | None = None) -> dict[str, Any]:
         args = self.args
         broker = self.broker()
         topics = stage_topics("live")
@@ -433,7 +457,7 @@ class Bench:
 
         collector = Collector(broker.bootstrap, topics.changes_topic, on_event, max_wait_ms=5)
         collector.start()
-        worker = self.worker(broker, topics, "live", f"live-{len(self.workers)}", extra_args=extra_args)
+        worker = self.worker(broker, topics, "live", f"live-{len(self.workers)}", extra_args=extra_args, env=env)
         result: dict[str, Any] = {}
         try:
             rng = random.Random(3)
@@ -704,6 +728,13 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                          f"{eos['matches_per_s']:,.0f} matches/s" if "matches_per_s" in eos else "FAILED",
                          f"service {t['ratio_service_to_quix_exactly_once']:.2f} x Quix exactly-once"
                          if t.get("ratio_service_to_quix_exactly_once") else str(eos.get("error", ""))[:100]))
+        faust = t.get("faust_exactly_once")
+        if faust:
+            rows.append(("    the same job in Faust, processing_guarantee=exactly_once (bench/faust_app.py)",
+                         f"{faust['matches_per_s']:,.0f} matches/s" if "matches_per_s" in faust else "FAILED",
+                         (f"service {t['ratio_service_to_faust_exactly_once']:.2f} x Faust; its output topic "
+                          f"{'in' if faust.get('output_transactional') else 'outside'} the transactions")
+                         if t.get("ratio_service_to_faust_exactly_once") else str(faust.get("error", ""))[:100]))
         compiled = t.get("compiled")
         if compiled:
             rows.append(("    the service compiled by mypyc (deploy/compile.py)", f"{compiled['matches_per_s']:,.0f} matches/s",
@@ -735,6 +766,13 @@ def table(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                          f"p50 {w['p50'] * 1e3:,.0f} ms, p99 {w['p99'] * 1e3:,.0f} ms, max {w['max'] * 1e3:,.0f} ms", ""))
         if lat.get("batch_stages"):
             rows.append(("    where the time goes (the worker's batches)", describe_stages(lat["batch_stages"]), ""))
+        base = (results.get("latency_baseline") or {}).get(str(lat["rate"]))
+        if base:
+            b = base["event_s"]
+            rows.append((f"    the same at {base['revision']} (baseline, same run)",
+                         f"p50 {b['p50'] * 1e3:,.0f} ms, p99 {b['p99'] * 1e3:,.0f} ms, max {b['max'] * 1e3:,.0f} ms",
+                         f"this tree: p50 {e['p50'] / b['p50']:.2f} x, p99 {e['p99'] / b['p99']:.2f} x that; "
+                         f"{describe_stages(base.get('batch_stages') or {})}"))
     before = results.get("latency_before") or {}
     for key, lat in before.items():
         if key == "fetch_wait":
@@ -789,7 +827,7 @@ def run(args: argparse.Namespace | list[str] | None = None) -> dict[str, Any]:
                 bench.stop_all()
         live = results.pop("live", {})
         results.update({("live_error" if k == "error" else k): v for k, v in live.items()
-                        if k in ("latency", "latency_before", "mmr", "error")})
+                        if k in ("latency", "latency_before", "latency_baseline", "mmr", "error")})
         results["live_worker_peak_rss_bytes"] = live.get("worker_peak_rss_bytes")
     finally:
         results["worker_log_problems"] = bench.problems

@@ -11,9 +11,11 @@ stage's topics are a worker's Settings.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -355,6 +357,55 @@ def percentiles(values: list[float]) -> dict[str, float]:
     array = np.asarray(values)
     return {"count": int(array.size), "p50": float(np.percentile(array, 50)), "p99": float(np.percentile(array, 99)),
             "max": float(array.max()), "mean": float(array.mean())}
+
+
+def run_peer(module: str, bootstrap: str, input_topic: str, output_topic: str, matches: int, workdir: Path,
+             timeout: float, group: str, guarantee: str) -> dict[str, Any]:
+    """Run a peer application of the Elo job (bench/quix_app.py, bench/faust_app.py: their
+    common flags) as a child process in its own process group until it has processed
+    `matches` matches and exited; return its last JSON line plus `peak_rss_bytes` (VmHWM,
+    sampled while it runs), `wall_s` and `log`. Raises with the tail of its log if it
+    fails, or takes longer than `timeout` seconds (killed then)."""
+    from stream_app.processes import dies_with_this_process
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    name = module.rsplit(".", 1)[-1].replace("_", "-")
+    what = f"{module} ({guarantee}, {matches:,} matches)"
+    flags = ["--broker", bootstrap, "--input", input_topic, "--output", output_topic, "--state-dir",
+             str(workdir / "state"), "--matches", str(matches), "--group", group, "--guarantee", guarantee]
+    out_path, log_path = workdir / f"{name}.out", workdir / f"{name}.log"
+    started = time.monotonic()
+    # Files, not pipes: nobody reads its log while it runs, and a full pipe would block it.
+    with open(out_path, "wb") as out, open(log_path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", module, *flags], cwd=ROOT, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=err, start_new_session=True, preexec_fn=dies_with_this_process())
+    peak = 0
+    try:
+        while True:
+            try:
+                code = proc.wait(0.1)
+                break
+            except subprocess.TimeoutExpired:
+                peak = max(peak, vm_hwm(proc.pid) or 0)
+                if time.monotonic() - started > timeout:
+                    raise TimeoutError(f"{what} did not finish in {timeout:.0f} s (killed):\n{_tail(log_path)}") from None
+    finally:
+        if proc.poll() is None:  # timed out, or this process is being interrupted
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    wall = time.monotonic() - started
+    lines = [line for line in out_path.read_text(errors="replace").splitlines() if line.startswith("{")]
+    if code != 0 or not lines:
+        raise RuntimeError(f"{what} exited with status {code}{'' if lines else ' and no result line'}:\n"
+                           f"{_tail(log_path)}")
+    return {**json.loads(lines[-1]), "peak_rss_bytes": peak, "wall_s": wall, "log": str(log_path)}
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
 
 
 def batch_stages(worker: Any) -> dict[str, tuple[float, float]]:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import random
 
-from bench import elo_job, quix_app
+from bench import quix_app
 from stream_app.offline.sample import two_player_league
 from tests.support.kafka import ensure_topics, keyed, publish, read_records
 from tests.support.names import unique_name
+from tests.support.peers import assert_the_plain_jobs_bytes
 
 LEAGUES = 5
 PER_LEAGUE = 400
@@ -34,12 +35,4 @@ def test_the_quix_app_publishes_the_plain_jobs_bytes_for_every_league_in_order(b
     assert result["peak_rss_bytes"] > 0
     assert list((tmp_path / "quix" / "state").rglob("CURRENT")), "no RocksDB store under the state directory"
     records = asyncio.run(read_records(broker.bootstrap, sink, PARTITIONS, 2 * len(matches)))
-    assert len(records) == 2 * len(matches)  # a clean run: no redelivery
-    published: dict[bytes, list[bytes]] = {}
-    for _, key, value in records:
-        published.setdefault(key, []).append(value)
-    assert sorted(published) == sorted(docs[0]["league"].encode() for docs in per_league)
-    for docs in per_league:
-        players: dict[str, list] = {}
-        expected = [event for doc in docs for event in elo_job.rate(players, doc)]
-        assert published[docs[0]["league"].encode()] == expected, docs[0]["league"]
+    assert_the_plain_jobs_bytes(records, per_league)

@@ -63,9 +63,10 @@ class SteadyPublisher(threading.Thread):
             self.error = exc
 
 
-async def _from_beginning(bootstrap: str, topic: str, partitions: int) -> AIOKafkaConsumer:
+async def _from_beginning(bootstrap: str, topic: str, partitions: int,
+                          isolation_level: str = "read_uncommitted") -> AIOKafkaConsumer:
     """A started consumer of every partition of the topic, at its beginning (no group)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation_level)
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -104,11 +105,11 @@ async def read_all(bootstrap: str, topic: str, partitions: int, expected: int, t
     return out
 
 
-async def read_records(bootstrap: str, topic: str, partitions: int, expected: int,
-                       timeout: float = 30.0) -> list[tuple[int, bytes, bytes]]:
+async def read_records(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30.0,
+                       isolation_level: str = "read_uncommitted") -> list[tuple[int, bytes, bytes]]:
     """(partition, key, value) of every record, each partition in order: until `expected`
     are read, then one more second for any beyond them."""
-    consumer = await _from_beginning(bootstrap, topic, partitions)
+    consumer = await _from_beginning(bootstrap, topic, partitions, isolation_level)
     records: list[tuple[int, bytes, bytes]] = []
     try:
         loop = asyncio.get_running_loop()
@@ -137,13 +138,7 @@ async def group_offsets(bootstrap: str, group: str, topic: str, partitions: int 
 async def records_in(bootstrap: str, topic: str, partitions: int = 8) -> int:
     """How many records the topic holds, by its partitions' end offsets (the embedded
     broker reports an end up to one record batch short)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
-    finally:
-        await consumer.stop()
-    return sum(ends.values())
+    return sum((await end_offsets(bootstrap, topic, partitions)).values())
 
 
 async def ensure_topics(broker_url: str, prefix: str, partitions: int = 8) -> None:
@@ -225,3 +220,14 @@ def match(league: str, match_id: str, *players: str) -> dict:
 def change(league: str, player: str, n: int) -> dict:
     """A rating-changed event as far as following cares: league, player, numbered `n`."""
     return {"schema": "rating-changed.v1", "league": league, "match_id": f"m{n}", "player": player, "n": n}
+
+
+async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's end offset (records plus transaction markers, which take offsets too)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+    finally:
+        await consumer.stop()
+    return {tp.partition: offset for tp, offset in ends.items()}
