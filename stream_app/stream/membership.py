@@ -5,10 +5,20 @@ After a SIGKILL the group still counts the dead process as a member until its
 session times out (`session_timeout`, stream_app/settings.py); a rebalance waits for it. The worker keeps
 its member id in its data directory (written at every assignment); started
 there again, it asks the group coordinator to remove that member before it
-joins. This is what static membership (KIP-345, `group.instance.id`) gives on
-Kafka; the embedded broker does not complete a rebalance with a static member
-(the join is repeated without end), so the worker does it with a LeaveGroup
-request, which every broker answers. A member already gone is not an error.
+joins. A member already gone is not an error.
+
+Static membership (KIP-345, `group.instance.id`, Faust's
+`consumer_group_instance_id`) would give the same on Kafka, but not here: the
+embedded broker does not complete a rebalance with a static member (the join
+is repeated without end); on Kafka 4.1.2 the coordinator hands a returning
+static member the assignment it last had, whose metadata names the worker's
+old URL, and Faust's assignor asserts it is the new one
+(`PartitionAssignor.on_assignment`): the group routine died and the worker
+applied nothing (a restart on another port, 2026-11-27); and a static member
+that stops sends no LeaveGroup, so its partitions would wait for the session
+timeout. Measured on Kafka (`bench.recovery_bench --broker kafka --quick`, the
+same day): a restart on the data directory applied its first match 2.2 s after
+its start with this LeaveGroup, 4.7 s without it.
 """
 
 from __future__ import annotations
