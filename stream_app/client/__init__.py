@@ -87,7 +87,7 @@ class RatingsClient:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
-    async def ensure_topics(self, partitions: int | None = None, *, replication_factor: int = 1,
+    async def ensure_topics(self, partitions: int | None = None, *, replication_factor: int = -1,
                             extra: Iterable[str] = (), compacted: Iterable[str] = ()) -> dict[str, int]:
         return await self.connection.ensure_topics(partitions, replication_factor=replication_factor, extra=extra,
                                                    compacted=compacted)

@@ -7,12 +7,15 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Awaitable, Callable, Iterable, TypeVar
+
+from aiokafka.errors import KafkaError
 
 from ..security import KafkaSecurity
 from ..settings import DEFAULTS, bootstrap_servers
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -42,11 +45,13 @@ class KafkaConnection:
         }
 
     async def ensure_topics(
-        self, partitions: int | None = None, *, replication_factor: int = 1, extra: Iterable[str] = (),
+        self, partitions: int | None = None, *, replication_factor: int = -1, extra: Iterable[str] = (),
         compacted: Iterable[str] = (),
     ) -> dict[str, int]:
         """Create the match, rating-changes and dead-letter topics if they are missing
-        (and `extra` ones, and `compacted` ones with cleanup.policy=compact).
+        (and `extra` ones, and `compacted` ones with cleanup.policy=compact), with the
+        broker's default replication (`replication_factor` -1, KIP-464: a cluster's
+        `default.replication.factor`) unless told otherwise.
 
         Idempotent. Returns {topic: partition count}; a topic that already exists
         keeps its partition count (a warning is logged if it differs).
@@ -58,15 +63,18 @@ class KafkaConnection:
         names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra, *compacted]
         admin = AIOKafkaAdminClient(**self.options())
         await admin.start()
+        deadline = time.monotonic() + self.request_timeout
         try:
-            existing = set(await admin.list_topics())
+            existing = set(await _retried(admin.list_topics, deadline))
             missing = [name for name in names if name not in existing]
             if missing:
-                response = await admin.create_topics(
-                    [NewTopic(name, partitions, replication_factor,
+                # aiokafka's NewTopic takes -1 only beside a replica assignment, which may be empty.
+                assignments = {} if replication_factor == -1 else None
+                response = await _retried(lambda: admin.create_topics(
+                    [NewTopic(name, partitions, replication_factor, replica_assignments=assignments,
                               topic_configs={"cleanup.policy": "compact"} if name in compacted else {})
                      for name in missing]
-                )
+                ), deadline)
                 for name, code, message in _topic_errors(response):
                     if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS (a concurrent creator)
                         raise RuntimeError(f"cannot create topic {name!r}: error {code}: {message}")
@@ -86,11 +94,25 @@ async def _described(admin: Any, names: list[str], timeout: float) -> list[dict[
     the new topic: a request right after can find it unknown, or with no partitions."""
     deadline = time.monotonic() + timeout
     while True:
-        described = await admin.describe_topics(names)
+        described = await _retried(lambda: admin.describe_topics(names), deadline)
         settled = all(entry["error_code"] == 0 and entry["partitions"] for entry in described)
         if settled or time.monotonic() > deadline:
             return described
         await asyncio.sleep(0.1)
+
+
+async def _retried(request: Callable[[], Awaitable[T]], deadline: float) -> T:
+    """An admin request, sent again while its error is retriable and time is left: it
+    goes to a broker picked at random, and one of a cluster's may be down (Kafka said
+    NodeNotReadyError for it, and a worker started then exited)."""
+    while True:
+        try:
+            return await request()
+        except KafkaError as exc:
+            if not exc.retriable or time.monotonic() > deadline:
+                raise
+            log.info("retrying a request the broker refused (%s)", exc)
+            await asyncio.sleep(0.2)
 
 
 def _topic_errors(response: Any) -> list[tuple[str, int, str | None]]:

@@ -1,12 +1,20 @@
 """KafkaConnection.ensure_topics on Apache Kafka, which answers CreateTopics before
 every broker's metadata has the new topics: the counts it returns are the topics'
-partitions every time, so that a worker started on a fresh cluster comes up."""
+partitions every time, so that a worker started on a fresh cluster comes up; and on
+a cluster of three, topics get the cluster's replication, and a broker down does
+not stop them being made and described."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_app.client import KafkaConnection
+from tests.support.brokers import start_broker
 from tests.support.names import unique_name
 
 TRIES = 5
@@ -19,3 +27,35 @@ def test_topics_just_created_are_counted_with_their_partitions_every_time(broker
         counts = asyncio.run(connection.ensure_topics(extra=[f"{name}.forward"], compacted=[f"{name}.changelog"]))
         assert counts == {topic: 8 for topic in (f"{name}.matches", f"{name}.changes", f"{name}.dlq",
                                                  f"{name}.forward", f"{name}.changelog")}, counts
+
+
+async def replicas(bootstrap: str, topic: str) -> list[int]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        [described] = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    return [len(partition["replicas"]) for partition in described["partitions"]]
+
+
+@pytest.mark.broker
+def test_on_three_brokers_topics_get_the_clusters_replication_and_one_broker_down_stops_no_start():
+    """A worker's start makes sure its topics exist (list, then describe) by requests that
+    go to a broker picked at random: with one of three SIGKILLed, a worker starting then
+    exited with NodeNotReadyError (issue #44). Each try here is a new client, right after
+    the kill, while the cluster's metadata still lists the broker."""
+    with start_broker(nodes=3) as cluster:
+        connections = []
+        for _ in range(TRIES):
+            name = unique_name("replicated")
+            connections.append(KafkaConnection(cluster.url, f"{name}.matches", f"{name}.changes", f"{name}.dlq",
+                                               partitions=8))
+            asyncio.run(connections[-1].ensure_topics(compacted=[f"{name}.changelog"]))
+        assert asyncio.run(replicas(cluster.bootstrap, connections[0].match_topic)) == [3] * 8  # 1 before
+        os.killpg(cluster.node(1).process.pid, signal.SIGKILL)
+        for connection in connections:
+            name = connection.match_topic.removesuffix(".matches")
+            counts = asyncio.run(connection.ensure_topics(compacted=[f"{name}.changelog"]))
+            assert counts == {topic: 8 for topic in (f"{name}.matches", f"{name}.changes", f"{name}.dlq",
+                                                     f"{name}.changelog")}, counts
