@@ -121,9 +121,9 @@ class BatchLoop:
         by work, and 2,000 rounds of thousands of participants would otherwise hold
         the event loop for minutes with nothing committed."""
         self.tally.input(records)
-        stamps = [record.timestamp for record in records if record.timestamp]
-        if stamps:
-            observe.BATCH_STAGE_SECONDS.labels("waiting").observe(max(0.0, time.time() - min(stamps) / 1000))
+        oldest = min((record.timestamp for record in records if record.timestamp), default=None)
+        if oldest is not None:
+            observe.BATCH_STAGE_SECONDS.labels("waiting").observe(max(0.0, time.time() - oldest / 1000))
         start, size = 0, 0
         for i, record in enumerate(records):
             size += len(record.value or b"")

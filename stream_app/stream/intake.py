@@ -206,8 +206,8 @@ class Intake:
         if not below:
             return
         listed = await self.consumer.end_offsets(list(below))
-        said = [ends_below(tp, max(end, listed[tp]), expected) for tp, (end, expected) in sorted(below.items())
-                if max(end, listed[tp]) < expected]
+        ends = {tp: max(end, listed[tp]) for tp, (end, _) in below.items()}
+        said = [ends_below(tp, ends[tp], expected) for tp, (_, expected) in sorted(below.items()) if ends[tp] < expected]
         if said:
             raise StartedOver("; ".join(said))
 
