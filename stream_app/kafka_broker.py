@@ -36,7 +36,8 @@ READY_LINE = b"Kafka Server started"
 SERVER_JVM = ("-Xms256m", "-Xmx768m")
 TOOL_JVM = ("-XX:TieredStopAtLevel=1",)  # the StorageTool runs for a second: C1 alone starts a third faster
 
-# Console at WARN keeps a node's log short; KafkaRaftServer at INFO writes the ready line.
+# Console at WARN keeps a node's log short; KafkaRaftServer at INFO writes the ready line,
+# QuorumState at INFO each change of the active controller (a line per election).
 LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="WARN">
   <Appenders>
@@ -45,6 +46,7 @@ LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
   <Loggers>
     <Root level="WARN"><AppenderRef ref="console"/></Root>
     <Logger name="kafka.server.KafkaRaftServer" level="INFO"/>
+    <Logger name="org.apache.kafka.raft.QuorumState" level="INFO"/>
   </Loggers>
 </Configuration>
 """

@@ -34,6 +34,11 @@ class Settings:
     stop_timeout: float = 30.0  # a batch in progress gets this long to finish at a rebalance or stop (s)
     session_timeout: float = 6.0  # the consumer group's session timeout (s)
     heartbeat_interval: float = 1.0
+    # A broker request unanswered this long is given up and sent again, to the partition's
+    # leader then: a frozen broker (SIGSTOP, a long GC pause) holds a batch this long at
+    # most, once the cluster has moved its partitions (docs/operations.md). Faust's default
+    # for its producer, 1,200 s, held every batch until the broker woke.
+    request_timeout: float = 6.0
     security: Any = None  # stream_app.security.KafkaSecurity; None: plaintext
 
     @property

@@ -88,9 +88,10 @@ class WorkerApp:
                                  KafkaTopicReader(self.kafka_options()), intake)
         self.batches.ensure_topics = lambda: ensure_topics(settings)
         self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic, *self.batches.deriving)
-        self.broker_watch = BrokerWatch(self.kafka_options())
+        self.broker_watch = BrokerWatch(self.kafka_options(), topic=settings.changelog_topic)
         self.broker_watch.repeats.install()
         self.broker_watch.on_back = self._broker_back
+        self.broker_watch.on_more = self.batches.wake.set
         observe.BROKER_CONNECTED.set(1)
         self.reads = Reads(self.store, settings.partitions, self.config)
         self.batches.committer.on_take_up = self.reads.taken_up
@@ -125,6 +126,7 @@ class WorkerApp:
             # aiokafka's default refresh (5 min) left it assigning none of its partitions that long.
             consumer_metadata_max_age_ms=METADATA_MAX_AGE_MS,
             producer_acks=-1,
+            producer_request_timeout=s.request_timeout,
             # Faust's default (1,000,000) is below the largest valid event, which the
             # worker may have to forward; dead letters stay under MAX_DEAD_LETTER_BYTES.
             producer_max_request_size=MAX_EVENT_BYTES + 64 * 1024,
@@ -177,7 +179,8 @@ class WorkerApp:
                       event.message.topic, event.message.partition, event.message.offset)
 
     def kafka_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {"bootstrap_servers": bootstrap_servers(self.settings.broker)}
+        options: dict[str, Any] = {"bootstrap_servers": bootstrap_servers(self.settings.broker),
+                                   "request_timeout_ms": int(self.settings.request_timeout * 1000)}
         if self.settings.security is not None:
             options.update(self.settings.security.aiokafka_kwargs())
         return options
@@ -276,7 +279,7 @@ class WorkerApp:
         return not self.app.rebalancing and self.batches.resumed
 
     def health(self) -> dict[str, Any]:
-        trouble = self.batches.trouble
+        trouble = self.broker_watch.trouble or self.batches.trouble
         status = "ok" if self.broker_watch.connected and trouble is None else "degraded"
         return {"status": status, "broker": self.broker_watch.health(), "trouble": trouble, "ready": self.ready(),
                 **self.batches.tally.counts(), "assigned_partitions": self._owned(),
@@ -381,6 +384,7 @@ def run_worker(settings: Settings, loglevel: str = "info") -> int:
     """Run one worker in the foreground until SIGINT/SIGTERM."""
     runtime.collect_for_batches()
     kafka_io.no_topics_created_by_metadata()
+    kafka_io.faust_topics_created_with_a_broker_down()
     try:
         asyncio.run(ensure_topics(settings))
     except TopicsMismatch as exc:

@@ -62,6 +62,8 @@ class BatchLoop:
         self.ensure_topics: Callable[[], Awaitable[None]] | None = None
         self.started_over: list[dict[str, Any]] = []  # input partitions found to have started over (for /health)
         self.trouble: str | None = None  # why the partitions cannot be taken up, while they cannot (for /health)
+        # Set when more brokers answer (stream/connection.py): a recovery backing off tries at once.
+        self.wake = asyncio.Event()
         self._task: asyncio.Task | None = None
 
     # -- the loop ----------------------------------------------------------------------
@@ -88,7 +90,8 @@ class BatchLoop:
                 if isinstance(exc, StartedOver):
                     log.warning("%s: the partitions are taken up anew in %.0f s", exc, delay)
                 else:
-                    log.exception("a batch failed: input resumes from the checkpoints in %.0f s", delay)
+                    log.exception("a batch failed: input resumes from the checkpoints in %.0f s "
+                              "(or as soon as another broker answers)", delay)
                 await self._recover(delay, generation)
                 delay = min(delay * 2, RETRY_MAX_SECONDS)
             finally:
@@ -101,7 +104,9 @@ class BatchLoop:
         while the broker is away. A pause (a rebalance) since the batch began ends it:
         the new assignment's resume takes its partitions up. (Taking up the partitions
         of an assignment already over fenced their new owner: both workers failed.)"""
-        while await self.intake.wait(delay, generation):
+        self.wake.clear()
+        while await self.intake.wait(delay, generation, self.wake):
+            self.wake.clear()
             owned = self.intake.owned_partitions
             try:
                 async with self.intake.busy():  # a pause (a rebalance) waits for it, as for a batch

@@ -2,8 +2,12 @@
 connection is lost and one when it is back, instead of the Kafka clients' line per
 attempt (many a second from aiokafka while the broker is down).
 
-`BrokerWatch.check` runs every second (a task of the worker's app): one metadata
-request for no topic, with a short timeout. `RepeatFilter` sits on the Kafka clients' loggers: each of their
+`BrokerWatch.check` runs every second (a task of the worker's app): a metadata
+request for no topic to every broker the cluster's metadata names, at once, with a
+short timeout. The cluster answers while one of its brokers does: with one broker
+of three down the others lead its partitions within the broker session timeout,
+and the worker goes on (a take-up "because the broker is back" would check logs
+that never went away). The brokers that do not answer are named in /health. `RepeatFilter` sits on the Kafka clients' loggers: each of their
 warnings and errors is logged the first time in a minute, the repeats are counted,
 and the watch logs how many were left out at most once a minute.
 """
@@ -16,6 +20,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable
 
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.metadata import MetadataRequest
 
@@ -62,21 +68,31 @@ class RepeatFilter(logging.Filter):
 
 
 class BrokerWatch:
-    def __init__(self, options: dict[str, Any], timeout: float = 3.0):
+    """`topic`: the topic whose min.insync.replicas says how many brokers must answer
+    for a write to be accepted (the changelog's: every batch writes it)."""
+
+    def __init__(self, options: dict[str, Any], timeout: float = 3.0, topic: str | None = None):
         self.options = options  # aiokafka connection options
         self.timeout = timeout
+        self.topic = topic
+        self.min_isr = 1  # the topic's min.insync.replicas, once learnt
+        self._min_isr_known = False
         self.connected = True
         self.since = time.time()  # of the current state
         self.repeats = RepeatFilter()
         self._summary_at = time.monotonic()
         self._client: AIOKafkaClient | None = None
+        self._known: set[int] = set()  # node ids of the cluster's brokers, ever seen
+        self.silent: list[int] = []  # node ids of the cluster's brokers that did not answer the last check
+        self.answering = self.brokers = 0  # of the known brokers, at the last check
         self.on_back: Callable[[], Awaitable[None]] | None = None  # run when the broker answers again
+        self.on_more: Callable[[], None] | None = None  # called when more brokers answer than at the last check
         self._back: asyncio.Future | None = None  # the on_back run in progress (a reference keeps it alive)
 
     async def check(self) -> bool:
-        """Ask the broker for its metadata (no topics); record and log a change."""
+        """Ask the brokers for their metadata (no topics); record and log a change."""
         try:
-            await asyncio.wait_for(self._ask(), self.timeout)
+            await self._ask()
             answered = True
         except asyncio.CancelledError:
             raise
@@ -98,18 +114,80 @@ class BrokerWatch:
         return answered
 
     async def _ask(self) -> None:
+        """Every known broker at once; returns when all have answered or timed out,
+        and raises the first's error if none answered."""
         if self._client is None:
             client = AIOKafkaClient(**self.options)
             try:
-                await client.bootstrap()
+                await asyncio.wait_for(client.bootstrap(), self.timeout)
             except BaseException:
                 await client.close()
                 raise
             self._client = client
-        node = self._client.get_random_node()
-        if node is None:
+        # Every node seen, not only those of the latest metadata: a broker that stopped
+        # is left out of the cluster's metadata once fenced, but it is still down.
+        self._known.update(broker.nodeId for broker in self._client.cluster.brokers())
+        nodes = sorted(self._known)
+        if not nodes:
             raise ConnectionError("no broker known")
-        await self._client.send(node, MetadataRequest([]))
+        answers = await asyncio.gather(*(asyncio.wait_for(self._client.send(node, MetadataRequest([])), self.timeout)
+                                         for node in nodes), return_exceptions=True)
+        for answer in answers:
+            if isinstance(answer, asyncio.CancelledError):
+                raise answer
+        silent = [node for node, answer in zip(nodes, answers) if isinstance(answer, BaseException)]
+        for answer in answers:
+            if not isinstance(answer, BaseException):
+                self._known.update(broker[0] for broker in answer.brokers)
+        if silent != self.silent:
+            if silent and len(silent) < len(nodes):
+                log.warning("broker %s of %d does not answer: the others are asked meanwhile",
+                            ", ".join(map(str, silent)), len(nodes))
+            elif self.silent and not silent and self.connected:  # not after none answered: check() says so
+                log.warning("every broker answers again (%d)", len(nodes))
+        self.silent = silent
+        more = len(nodes) - len(silent) > self.answering
+        self.answering, self.brokers = len(nodes) - len(silent), len(nodes)
+        if more and self.on_more is not None:
+            self.on_more()
+        observe.BROKERS_ANSWERING.set(self.answering)
+        if not self._min_isr_known and self.answering:
+            await self._learn_min_isr()
+        if len(silent) == len(nodes):
+            first = answers[0]
+            raise first if isinstance(first, Exception) else ConnectionError(repr(first))
+
+    async def _learn_min_isr(self) -> None:
+        """The topic's min.insync.replicas (the cluster's default unless the topic sets
+        it); tried again at the next check until the topic exists and may be described."""
+        if self.topic is None:
+            self._min_isr_known = True
+            return
+        admin = AIOKafkaAdminClient(**self.options)
+        try:
+            await asyncio.wait_for(admin.start(), self.timeout)
+            [answer] = await asyncio.wait_for(admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, self.topic, {"min.insync.replicas": None})]), self.timeout)
+            [(error, _, _, _, entries)] = answer.resources
+            if error == 0:
+                self.min_isr = next(int(entry[1]) for entry in entries if entry[0] == "min.insync.replicas")
+                self._min_isr_known = True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # asked again at the next check
+            log.debug("min.insync.replicas of %s not learnt yet: %s", self.topic, exc)
+        finally:
+            await admin.close()
+
+    @property
+    def trouble(self) -> str | None:
+        """Why a write cannot be accepted now, as far as the brokers that answer tell."""
+        if not self.connected:
+            return None  # said by `health` already
+        if self.answering < self.min_isr:
+            return (f"{self.answering} of {self.brokers} brokers answer; a write to {self.topic} needs "
+                    f"{self.min_isr} (its min.insync.replicas): nothing is applied until one more is back")
+        return None
 
     def _summarise(self) -> None:
         if time.monotonic() - self._summary_at < REPEAT_SECONDS:
@@ -122,7 +200,11 @@ class BrokerWatch:
                         dropped, REPEAT_SECONDS, state)
 
     def health(self) -> str:
-        return "connected" if self.connected else f"unreachable since {_when(self.since)}"
+        if not self.connected:
+            return f"unreachable since {_when(self.since)}"
+        if self.silent:
+            return f"connected; broker {', '.join(map(str, self.silent))} does not answer"
+        return "connected"
 
     async def close(self) -> None:
         client, self._client = self._client, None

@@ -211,13 +211,13 @@ class Intake:
         if said:
             raise StartedOver("; ".join(said))
 
-    async def wait(self, delay: float, generation: int) -> bool:
-        """Sleep `delay` seconds, in short steps; False (at once) if a pause came since
-        `generation` was read."""
+    async def wait(self, delay: float, generation: int, wake: asyncio.Event | None = None) -> bool:
+        """Sleep `delay` seconds, in short steps, or until `wake` is set; False (at once)
+        if a pause came since `generation` was read."""
         deadline = asyncio.get_running_loop().time() + delay
         while generation == self._generation:
             left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
+            if left <= 0 or (wake is not None and wake.is_set()):
                 return True
             await asyncio.sleep(min(0.1, left))
         return False
@@ -314,10 +314,17 @@ async def first_records(options: dict[str, Any], wanted: dict[tuple[str, int], i
                 fetched = await consumer.getmany(*pending, timeout_ms=200, max_records=len(pending))
             except OffsetOutOfRangeError as exc:  # Kafka: before the partition's start or past its end
                 starts = await consumer.beginning_offsets(list(exc.args[0]))
+                past = [tp for tp in exc.args[0] if starts[tp] <= pending[tp]]
+                ends = await consumer.end_offsets(past) if past else {}
                 for tp in exc.args[0]:
-                    offset = pending.pop(tp)
-                    found[(tp.topic, tp.partition)] = (InputRecord(tp.topic, tp.partition, starts[tp], None, None, None)
-                                                       if starts[tp] > offset else None)
+                    offset = pending[tp]
+                    if starts[tp] > offset:
+                        found[(tp.topic, tp.partition)] = InputRecord(tp.topic, tp.partition, starts[tp], None, None, None)
+                    elif ends[tp] <= offset:
+                        found[(tp.topic, tp.partition)] = None
+                    else:
+                        continue  # the log holds it after all: read again
+                    del pending[tp]
                 if not pending:
                     # Not an assign([]) just before stop(): aiokafka 0.14's fetcher can swallow
                     # stop()'s cancel while it drops the old assignment, and stop() then never returns.
@@ -326,6 +333,7 @@ async def first_records(options: dict[str, Any], wanted: dict[tuple[str, int], i
                 for tp, offset in pending.items():
                     consumer.seek(tp, offset)
                 continue
+            short = []  # partitions whose fetch said they end at or before the offset
             for tp in list(pending):
                 records = fetched.get(tp)
                 end = consumer.highwater(tp)
@@ -335,8 +343,17 @@ async def first_records(options: dict[str, Any], wanted: dict[tuple[str, int], i
                                                                   r.timestamp)
                     del pending[tp]
                 elif end is not None and end <= pending[tp]:  # the embedded broker answers past the end this way
-                    found[(tp.topic, tp.partition)] = None
-                    del pending[tp]
+                    short.append(tp)
+            if short:
+                # A fetch's high watermark can be below records already committed: a
+                # leader just elected has not learnt the last one yet. ListOffsets is
+                # refused until it has (KIP-207, retried), so its answer counts too;
+                # the embedded broker's ListOffsets answers low, its watermark right.
+                listed = await consumer.end_offsets(short)
+                for tp in short:
+                    if max(consumer.highwater(tp) or 0, listed[tp]) <= pending[tp]:
+                        found[(tp.topic, tp.partition)] = None
+                        del pending[tp]
     finally:
         await consumer.stop()
     return found

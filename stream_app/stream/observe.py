@@ -150,6 +150,9 @@ STARTED_OVER = Counter(
     ["log", "partition"],
 )
 BROKER_CONNECTED = Gauge("ratings_broker_connected", "1 while the broker answers the worker's requests, 0 while it does not")
+BROKERS_ANSWERING = Gauge("ratings_brokers_answering",
+                          "The cluster's brokers that answered the worker's last check (fewer than the changelog's "
+                          "min.insync.replicas: no write can be accepted)")
 WORKER_STATE = Gauge(
     "ratings_worker_state", "1 for the worker's current state", ["state"]
 )
