@@ -134,8 +134,10 @@ def broker_settings(nodes: int) -> dict[str, str]:
 class KafkaNode:
     """One Kafka process, broker and controller, node id `id` (1, 2, ...); its files in `home`."""
 
-    def __init__(self, id: int, port: int, controller_port: int, home: Path, host: str, launch: tuple[str, Path]):
+    def __init__(self, id: int, port: int, controller_port: int, home: Path, host: str, launch: tuple[str, Path],
+                 listener_ports: Mapping[str, int] | None = None):
         self.id, self.port, self.controller_port, self.home, self.host = id, port, controller_port, home, host
+        self.listener_ports = dict(listener_ports or {})  # the extra listeners' (KafkaCluster `listeners`)
         self.java, self.lib = launch
         self.properties = home / "server.properties"
         self.log_config = home / "log4j2.xml"
@@ -153,7 +155,7 @@ class KafkaNode:
                 main, *args]
 
     def start(self) -> None:
-        _check_free(self.host, (self.port, self.controller_port))
+        _check_free(self.host, (self.port, self.controller_port, *self.listener_ports.values()))
         self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(self.argv("kafka.Kafka", str(self.properties)), stdin=subprocess.DEVNULL,
@@ -219,15 +221,31 @@ class KafkaCluster:
     free ones). `data_dir` is kept after a stop, and a start on it keeps the topics; without
     it the data is in a temporary directory that `stop()` removes. `settings`: more broker
     settings. `stop_node(id)` and `start_node(id)` take a node id, 1 to `nodes`.
+
+    `listeners`: listeners each node opens besides PLAINTEXT (clients and brokers) and
+    CONTROLLER, name -> security protocol, e.g. {"SECURE": "SASL_SSL", "MTLS": "SSL"}; their
+    ports `listener_ports` (each node's, one per listener in order; default: free ones),
+    their addresses `bootstrap_of(name)`. What they need (TLS files, SASL mechanisms, an
+    authorizer) goes in `settings` (`listener.name.secure.*`, ...). `scram`: SCRAM users
+    made when the storage is formatted, as StorageTool's --add-scram takes them,
+    'SCRAM-SHA-512=[name=admin,password=...]' (the tool's command line shows them: tests only).
     """
 
     def __init__(self, nodes: int = 1, *, ports: Sequence[int] | None = None, data_dir: str | Path | None = None,
                  host: str = HOST, settings: Mapping[str, object] | None = None, startup_timeout: float = 60.0,
-                 stop_timeout: float = 10.0):
+                 stop_timeout: float = 10.0, listeners: Mapping[str, str] | None = None,
+                 listener_ports: Sequence[int] | None = None, scram: Sequence[str] = ()):
         if nodes not in (1, 3):
             raise ValueError(f"nodes must be 1 or 3, not {nodes}")  # a quorum of 2 survives no failure
         if ports is not None and len(ports) != 2 * nodes:
             raise ValueError(f"ports: {2 * nodes} ports (client and controller of each node), got {len(ports)}")
+        self.listeners = {name.upper(): protocol.upper() for name, protocol in (listeners or {}).items()}
+        if set(self.listeners) & {"PLAINTEXT", "CONTROLLER"}:
+            raise ValueError("listeners: PLAINTEXT and CONTROLLER are every node's already")
+        if listener_ports is not None and len(listener_ports) != len(self.listeners) * nodes:
+            raise ValueError(f"listener_ports: {len(self.listeners) * nodes} ports (each listener of each node), "
+                             f"got {len(listener_ports)}")
+        self.requested_listener_ports, self.scram = listener_ports, list(scram)
         self.size, self.host, self.requested_ports = nodes, host, ports
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.settings = dict(settings or {})
@@ -244,6 +262,14 @@ class KafkaCluster:
     @property
     def url(self) -> str:
         return f"kafka://{self.bootstrap}"
+
+    def bootstrap_of(self, listener: str) -> str:
+        """The nodes' addresses on one of the extra `listeners`."""
+        if not self.nodes:
+            raise BrokerError("the Kafka cluster has not been started")
+        if listener.upper() not in self.listeners:
+            raise ValueError(f"no listener {listener!r}: the cluster's extra listeners are {sorted(self.listeners)}")
+        return ",".join(f"{self.host}:{node.listener_ports[listener.upper()]}" for node in self.nodes)
 
     @property
     def ports(self) -> list[int]:
@@ -275,10 +301,13 @@ class KafkaCluster:
         if java is None:
             raise BrokerError("java not found: install OpenJDK 17: apt-get install openjdk-17-jre-headless")
         ports = list(self.requested_ports or [free_port(self.host) for _ in range(2 * self.size)])
-        _check_free(self.host, ports)  # before a download or a JVM
+        extra = len(self.listeners)
+        more = list(self.requested_listener_ports or [free_port(self.host) for _ in range(extra * self.size)])
+        _check_free(self.host, ports + more)  # before a download or a JVM
         launch = (java, kafka_lib())
         self.home = self.data_dir or Path(tempfile.mkdtemp(prefix="kafka-"))
-        self.nodes = [KafkaNode(i + 1, ports[2 * i], ports[2 * i + 1], self.home / f"node-{i + 1}", self.host, launch)
+        self.nodes = [KafkaNode(i + 1, ports[2 * i], ports[2 * i + 1], self.home / f"node-{i + 1}", self.host, launch,
+                                dict(zip(self.listeners, more[extra * i:extra * (i + 1)])))
                       for i in range(self.size)]
         _live.add(self)
         try:
@@ -299,16 +328,24 @@ class KafkaCluster:
             node.log_config.write_text(LOG4J2)
             node.properties.write_text("".join(f"{k}={v}\n" for k, v in self._settings(node, voters).items()))
         cluster_id = self._cluster_id() or self._storage_tool((self.nodes[0], ("random-uuid",)))[0].split()[-1]
-        self._storage_tool(*((node, ("format", "-t", cluster_id, "-c", str(node.properties), "--ignore-formatted"))
+        scram = tuple(arg for credential in self.scram for arg in ("--add-scram", credential))
+        self._storage_tool(*((node, ("format", "-t", cluster_id, "-c", str(node.properties), "--ignore-formatted",
+                                     *scram))
                              for node in self.nodes))
 
     def _settings(self, node: KafkaNode, voters: str) -> dict[str, object]:
+        extra = {name: f"{name}://{self.host}:{port}" for name, port in node.listener_ports.items()}
+        protocols = {"listener.security.protocol.map": ",".join(
+            ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", *(f"{n}:{p}" for n, p in self.listeners.items())])
+        } if extra else {}
         return {
             "process.roles": "broker,controller",
             "node.id": node.id,
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{self.host}:{node.port},CONTROLLER://{self.host}:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{node.port}",
+            "listeners": ",".join([f"PLAINTEXT://{self.host}:{node.port}", f"CONTROLLER://{self.host}:{node.controller_port}",
+                                   *extra.values()]),
+            "advertised.listeners": ",".join([f"PLAINTEXT://{self.host}:{node.port}", *extra.values()]),
+            **protocols,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": node.home / "data",

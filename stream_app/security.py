@@ -9,12 +9,15 @@
     RATINGS_KAFKA_KEY_FILE           the client certificate's private key
 
 The same object configures aiokafka clients (`aiokafka_kwargs()`) and the Faust
-app (`faust_settings()`).
+app (`faust_settings()`), and says in one line why a connection was refused
+(`explain()`: a certificate not trusted, a client certificate required, a wrong
+password), never with the password.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -31,6 +34,13 @@ ENV = {
     "certfile": "RATINGS_KAFKA_CERT_FILE",
     "keyfile": "RATINGS_KAFKA_KEY_FILE",
 }
+
+
+# The TLS alerts a broker that wants a client certificate sends when it gets none, or one it refuses.
+_CLIENT_CERTIFICATE_ALERTS = frozenset({
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED", "SSLV3_ALERT_BAD_CERTIFICATE", "TLSV1_ALERT_UNKNOWN_CA", "SSLV3_ALERT_CERTIFICATE_UNKNOWN", "TLSV1_ALERT_ACCESS_DENIED",
+    "SSLV3_ALERT_CERTIFICATE_EXPIRED", "SSLV3_ALERT_CERTIFICATE_REVOKED", "SSLV3_ALERT_UNSUPPORTED_CERTIFICATE",
+})
 
 
 class SecurityConfigError(ValueError):
@@ -155,3 +165,49 @@ class KafkaSecurity:
         else:
             return {}
         return {"broker_credentials": credentials}
+
+    @property
+    def principal(self) -> str:
+        """Who the broker takes this client for, as far as the settings tell, for messages."""
+        if self.sasl:
+            return f"SASL user {self.username!r}"
+        if self.certfile:
+            return f"the subject of the client certificate {ENV['certfile']}={self.certfile!r}"
+        return "this client (User:ANONYMOUS: no SASL user, no client certificate)"
+
+    # -- a refused connection, in one line --------------------------------------------------
+    def explain(self, error: BaseException, address: str) -> str | None:
+        """Why connecting to the broker at `address` failed with `error`, naming what to
+        check, if it was this security setting (TLS, SASL) that failed; None otherwise (a
+        broker that does not answer, say). Never the password."""
+        # aiokafka's "Connection at HOST:PORT closed" holds the TLS alert that closed it as its cause.
+        while not isinstance(error, ssl.SSLError) and isinstance(error.__cause__, BaseException):
+            error = error.__cause__
+        name = type(error).__name__
+        if isinstance(error, ssl.SSLCertVerificationError):
+            if error.verify_code == 62:  # X509_V_ERR_HOSTNAME_MISMATCH
+                return (f"the TLS certificate of the broker at {address} is not for that address "
+                        f"({error.verify_message}): connect to a name the certificate holds")
+            where = (f"{ENV['cafile']}={self.cafile!r} does not hold the CA that signed it" if self.cafile else
+                     f"the system's CAs do not hold the one that signed it: set {ENV['cafile']}")
+            return f"the TLS certificate of the broker at {address} is not trusted ({error.verify_message}): {where}"
+        if isinstance(error, ssl.SSLError):
+            reason = error.reason or str(error)
+            if reason == "WRONG_VERSION_NUMBER":
+                return (f"the broker at {address} does not speak TLS on that port ({reason}): check the port and "
+                        f"{ENV['protocol']}={self.protocol}")
+            if reason in _CLIENT_CERTIFICATE_ALERTS:  # the broker's answer to this client's certificate, or to none
+                if not self.certfile:
+                    return (f"the broker at {address} requires a client certificate ({reason}): set "
+                            f"{ENV['certfile']} and {ENV['keyfile']}")
+                return (f"the broker at {address} refused the client certificate {ENV['certfile']}={self.certfile!r} "
+                        f"({reason}): it must be signed by a CA the broker trusts, and valid")
+            return f"TLS with the broker at {address} failed ({reason})"
+        if name == "SaslAuthenticationFailed":
+            return (f"the broker at {address} refused SASL user {self.username!r} with {self.sasl_mechanism} "
+                    f"(SASL_AUTHENTICATION_FAILED: a wrong password or an unknown user): check {ENV['username']} "
+                    f"and {ENV['password']}")
+        if name == "UnsupportedSaslMechanismError":
+            return (f"the broker at {address} does not take SASL mechanism {self.sasl_mechanism} there "
+                    f"({error}): check {ENV['sasl_mechanism']} and the port")
+        return None

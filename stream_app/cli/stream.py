@@ -254,6 +254,8 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 async def _subscribe(args: argparse.Namespace) -> int:
     from aiokafka.errors import KafkaError
 
+    from ..client.connection import KafkaSecurityError, NotAuthorized
+
     client = client_from(args)
     out = sys.stdout.buffer
     count = 0
@@ -286,6 +288,9 @@ async def _subscribe(args: argparse.Namespace) -> int:
                 count += 1
                 if args.limit is not None and count >= args.limit:
                     break
+    except (KafkaSecurityError, NotAuthorized) as exc:  # their text says what to check, in one line
+        print(f"ratings subscribe: {args.broker}: {exc}", file=sys.stderr)
+        return 3
     except (KafkaError, OSError) as exc:
         if isinstance(exc, BrokenPipeError):
             raise
@@ -363,7 +368,11 @@ def add_commands(sub: Any) -> None:
     p = command(sub, "subscribe", cmd_subscribe, "print rating-changed events as JSON lines",
                 "Print rating-changed events (or, with --dead-letters, dead letters) as JSON lines, one per line, until "
                 "--limit events or Ctrl-C. Reads every partition without a consumer group, from now on unless "
-                "--from-beginning.")
+                "--from-beginning: the principal needs only READ and DESCRIBE on the topic. "
+                "Exit status: 0 done (--limit); 2 a usage error, or the broker could not be reached or failed; "
+                "3 refused: TLS or SASL failed (a certificate not trusted, a client certificate required or refused, "
+                "a wrong user or password) or the principal may not read the topic (ACLs), said in one line; "
+                "130 Ctrl-C.")
     p.add_argument("--league", "-l", help="only this league")
     p.add_argument("--player", "-p", help="only this player")
     p.add_argument("--from-beginning", action="store_true", help="start at the oldest event still in the topic")

@@ -1,5 +1,6 @@
 """What the client's parts share: the broker, the service's topics and how to
-reach them (security, timeouts), and creating those topics when they are missing."""
+reach them (security, timeouts), creating those topics when they are missing, and
+starting a Kafka client so that a refused TLS or SASL says why in one line."""
 
 from __future__ import annotations
 
@@ -9,13 +10,98 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAuthorizationFailedError
 
 from ..security import KafkaSecurity
 from ..settings import DEFAULTS, bootstrap_servers
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class KafkaSecurityError(KafkaConnectionError):
+    """The connection's TLS or SASL failed: a broker certificate this client does not
+    trust, a client certificate the broker wants or refuses, a wrong user or password.
+    Its text says which, and the RATINGS_KAFKA_* variable to check (never the password).
+    Not retriable: trying again gives the same answer."""
+
+    retriable = False
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "TLS or SASL failed"
+
+
+class NotAuthorized(TopicAuthorizationFailedError):
+    """The broker's ACLs do not let this client's principal use a topic as asked. Its
+    text names the principal, the topic and the operations it needs."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "not authorized"
+
+
+class _RefusedConnections(logging.Filter):
+    """Holds back what aiokafka logs of a broker it cannot connect to while a client
+    starts in this task (other tasks' records pass): said again by the error raised, or
+    logged after all if the start succeeds or fails for another reason."""
+
+    LOGGER = "aiokafka"  # aiokafka/client.py logs as "aiokafka": 'Unable connect to "%s:%s": %s' (bootstrap)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.task = asyncio.current_task()
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            mine = asyncio.current_task() is self.task
+        except RuntimeError:  # logged outside any event loop (another thread)
+            mine = False
+        if mine and str(record.msg).startswith("Unable connect to") and isinstance(record.args, tuple) \
+                and len(record.args) == 3:
+            self.records.append(record)
+            return False
+        return True
+
+    def __enter__(self) -> "_RefusedConnections":
+        logging.getLogger(self.LOGGER).addFilter(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        logging.getLogger(self.LOGGER).removeFilter(self)
+
+    def explained(self, security: KafkaSecurity) -> str | None:
+        """Why the first broker whose refusal was this client's TLS or SASL refused it."""
+        for record in self.records:
+            host, port, error = record.args  # type: ignore[misc]
+            why = security.explain(error, f"{host}:{port}")
+            if why is not None:
+                return why
+        return None
+
+    def release(self) -> None:
+        """Log what was held back, as it would have been (no longer held back from then on)."""
+        logging.getLogger(self.LOGGER).removeFilter(self)
+        records, self.records = self.records, []
+        for record in records:
+            logging.getLogger(record.name).handle(record)
+
+
+async def start_client(client: Any, security: KafkaSecurity) -> None:
+    """`await client.start()` of an aiokafka producer, consumer or admin client. When its
+    bootstrap fails because of the connection's security (TLS, SASL), KafkaSecurityError
+    says why, in one line, instead of aiokafka's "Unable to bootstrap from [...]" after a
+    line logged per broker; any other failure is raised, and logged, as before. The caller
+    stops the client either way."""
+    with _RefusedConnections() as refused:
+        try:
+            await client.start()
+        except KafkaConnectionError:
+            why = refused.explained(security)
+            if why is not None:
+                raise KafkaSecurityError(why) from None
+            refused.release()
+            raise
+    refused.release()  # started: another broker answered
 
 
 @dataclass(frozen=True)
@@ -62,9 +148,9 @@ class KafkaConnection:
         compacted = list(compacted)
         names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra, *compacted]
         admin = AIOKafkaAdminClient(**self.options())
-        await admin.start()
-        deadline = time.monotonic() + self.request_timeout
         try:
+            await start_client(admin, self.security)
+            deadline = time.monotonic() + self.request_timeout
             existing = set(await _retried(admin.list_topics, deadline))
             missing = [name for name in names if name not in existing]
             if missing:

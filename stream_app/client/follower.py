@@ -1,5 +1,7 @@
 """Following what the workers publish: rating-changed events and dead letters,
-group-less (every partition, from the beginning or from now on)."""
+group-less (every partition, from the beginning or from now on). A principal the
+broker's ACLs do not let read the topic is refused at once (NotAuthorized); it
+needs READ and DESCRIBE on the topic, and nothing else (no consumer group)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,12 @@ from typing import Any, AsyncIterator, Callable
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import TopicAuthorizationFailedError
+from aiokafka.protocol.metadata import MetadataRequest
 
+from ..security import KafkaSecurity
 from ..stream.kafka_io import topic_partitions
-from .connection import KafkaConnection
+from .connection import KafkaConnection, NotAuthorized, start_client
 
 log = logging.getLogger(__name__)
 
@@ -52,22 +57,31 @@ class EventFollower:
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest" if from_beginning else "latest",
+            # An idle fetch answers after this long (Kafka answers at once when records come):
+            # the first answer, before on_ready, says whether the principal may read the topic.
+            fetch_max_wait_ms=FETCH_WAIT_MS,
             **self.connection.options(),
         )
-        await consumer.start()
+        security = self.connection.security
+        # aiokafka logs a warning per partition refused at each fetch; the NotAuthorized raised says it once.
+        refusals = _ReadRefusals(topic)
         try:
+            await start_client(consumer, security)
             partitions = await _partitions(consumer, topic, self.connection)
             consumer.assign(partitions)
             if from_beginning:
                 await consumer.seek_to_beginning(*partitions)
             else:
                 await _seek_to_true_end(consumer, partitions)
+            # Fetched already (the end found), or fetched now: a principal that may not read
+            # the topic is refused here, before on_ready says the topic is being read.
+            first = {} if any(consumer.highwater(tp) is not None for tp in partitions) else \
+                await _first_answer(consumer, partitions)
             if on_ready is not None:
                 on_ready()
             while True:
-                batches = await consumer.getmany(timeout_ms=1000)
-                for tp in sorted(batches):
-                    for record in batches[tp]:
+                for tp in sorted(first):
+                    for record in first[tp]:
                         try:
                             event = orjson.loads(record.value)
                         except (orjson.JSONDecodeError, TypeError):
@@ -75,8 +89,54 @@ class EventFollower:
                             continue
                         if isinstance(event, dict) and keep(event):
                             yield event
+                first = await consumer.getmany(timeout_ms=1000)
+        except TopicAuthorizationFailedError as exc:
+            if isinstance(exc, NotAuthorized):
+                raise
+            raise _may_not_read(topic, security) from None
         finally:
+            refusals.remove()
             await consumer.stop()
+
+
+FETCH_WAIT_MS = 100
+
+
+class _ReadRefusals(logging.Filter):
+    """Drops aiokafka's 'Not authorized to read from topic T.' warnings for one topic
+    while installed (from construction to remove())."""
+
+    LOGGER = "aiokafka.consumer.fetcher"
+
+    def __init__(self, topic: str):
+        super().__init__()
+        self.topic = topic
+        logging.getLogger(self.LOGGER).addFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (str(record.msg).startswith("Not authorized to read from topic") and record.args == (self.topic,))
+
+    def remove(self) -> None:
+        logging.getLogger(self.LOGGER).removeFilter(self)
+
+
+def _may_not_read(topic: str, security: KafkaSecurity) -> NotAuthorized:
+    return NotAuthorized(f"{security.principal} may not read topic {topic!r} (TOPIC_AUTHORIZATION_FAILED): it needs "
+                         f"the ACLs READ and DESCRIBE on it (docs/operations.md, Access control)")
+
+
+async def _first_answer(consumer: AIOKafkaConsumer, partitions: list[TopicPartition],
+                        timeout: float = 5.0) -> dict[TopicPartition, list[Any]]:
+    """The records of the first fetch answers, once one partition has been answered (its
+    high watermark is known) or `timeout` seconds passed; raises the fetch's error
+    (TopicAuthorizationFailedError for a principal that may not read)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    fetched: dict[TopicPartition, list[Any]] = {}
+    while loop.time() < deadline and all(consumer.highwater(tp) is None for tp in partitions):
+        for tp, records in (await consumer.getmany(timeout_ms=FETCH_WAIT_MS)).items():
+            fetched.setdefault(tp, []).extend(records)
+    return fetched
 
 
 def _having(**wanted: str | None) -> Callable[[dict[str, Any]], bool]:
@@ -86,8 +146,13 @@ def _having(**wanted: str | None) -> Callable[[dict[str, Any]], bool]:
 
 
 async def _partitions(consumer: AIOKafkaConsumer, topic: str, connection: KafkaConnection) -> list[TopicPartition]:
-    """The topic's partitions; creates the project's topics if it is missing (best effort), then waits."""
+    """The topic's partitions; creates the project's topics if it is missing (best effort), then waits.
+    NotAuthorized, at once, if the principal may not describe it: Kafka leaves such a topic
+    out of the list of all topics, as if it were missing, and only a request naming it says
+    the principal is not authorized."""
     found = (await topic_partitions(consumer)).get(topic)  # not partitions_for_topic: empty on Kafka (issue #43)
+    if not found:
+        found = await _named_partitions(consumer, topic, connection)
     if not found:
         try:
             await connection.ensure_topics()
@@ -102,6 +167,25 @@ async def _partitions(consumer: AIOKafkaConsumer, topic: str, connection: KafkaC
             await asyncio.sleep(0.5)
             waited += 0.5
     return [TopicPartition(topic, p) for p in sorted(found)]
+
+
+async def _named_partitions(consumer: AIOKafkaConsumer, topic: str, connection: KafkaConnection) -> set[int]:
+    """The topic's partitions from a metadata request naming it (never creating it): empty
+    if it does not exist, NotAuthorized if the principal may not describe it."""
+    client = consumer._client  # as topic_partitions does (stream/kafka_io.py)
+    node = client.get_random_node()
+    if node is None:
+        return set()
+    answer = await client.send(node, MetadataRequest([topic], allow_auto_topic_creation=False))
+    for entry in answer.topics:  # (error, name, [is_internal,] partitions): v0 and v1-v5
+        error, name, partitions = entry[0], entry[1], entry[-1]
+        if name != topic:
+            continue
+        if error == TopicAuthorizationFailedError.errno:
+            raise _may_not_read(topic, connection.security)
+        if error == 0:
+            return {partition[1] for partition in partitions}
+    return set()
 
 
 async def _seek_to_true_end(consumer: AIOKafkaConsumer, partitions: list[TopicPartition], timeout: float = 10.0) -> None:

@@ -21,7 +21,7 @@ import orjson
 from aiokafka import AIOKafkaProducer
 
 from ..inputs import CORRECTED, SEASON_STARTED, VOIDED, BadEvent, format_time, parse_input
-from .connection import KafkaConnection
+from .connection import KafkaConnection, start_client
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,9 @@ class InputProducer:
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self, *, ensure_topics: bool = True) -> None:
-        """Connect the producer (raises aiokafka's KafkaConnectionError if the broker is unreachable).
+        """Connect the producer (raises aiokafka's KafkaConnectionError if the broker is unreachable,
+        KafkaSecurityError, one of those, if it refuses this client's TLS or SASL or this client
+        its certificate).
 
         With ensure_topics (the default) the three topics are created first if
         missing, with `partitions` partitions: otherwise the first send would
@@ -66,7 +68,7 @@ class InputProducer:
             **self.connection.options(),
         )
         try:
-            await producer.start()
+            await start_client(producer, self.connection.security)  # a refused TLS or SASL: KafkaSecurityError
         except BaseException:
             await producer.stop()
             raise

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.reliability
 
 DOWN_SECONDS = 10.0  # how long a killed broker stays down
 SETTLE_SECONDS = 6.0  # after a fault, before the next: the pause is measured over both
-PUBLISH_SECONDS = 230.0  # longer than the schedule (about 190 s): results arrive through every fault
+PUBLISH_SECONDS = 400.0  # longer than the schedule (200 to 250 s): results arrive through every fault
 ONE_DOWN_PAUSE = 30.0  # asserted for a fault of one broker: the measured figures are far below (docs/reliability.md)
 
 
@@ -102,10 +102,20 @@ def test_the_workers_go_on_through_a_three_node_clusters_faults(tmp_path):
             a.kill()
             a = start("a1", "a")
             wait_for(lambda: (a.health() or {}).get("ready"), 60, "a1 ready with broker 1 down", workers=[a, b])
-            # One broker down: named, and not a reason to stop (two of three take every write).
-            wait_for(lambda: all((w.health() or {}).get("broker") == "connected; broker 1 does not answer"
-                                 and w.health()["status"] == "ok" for w in (a, b)),
-                     10, "both workers to name broker 1", workers=[a, b])
+            # One broker down: named by the worker that knew it (a1 started after it was
+            # fenced, and the metadata it bootstrapped from has no broker 1), and not a
+            # reason to stop: two of three take every write.
+            seen: list = []
+
+            def named() -> bool:
+                seen[:] = [{key: (w.health() or {}).get(key) for key in ("status", "broker", "trouble")} for w in (a, b)]
+                return seen[1]["broker"] == "connected; broker 1 does not answer" and all(
+                    h["status"] == "ok" for h in seen)
+
+            try:
+                wait_for(named, 10, "b to name broker 1, both ok", workers=[a, b])
+            except AssertionError:
+                raise AssertionError(f"with broker 1 down, the workers' health: {seen}") from None
             cluster.start_node(1)
 
         def two_down() -> None:
@@ -132,6 +142,7 @@ def test_the_workers_go_on_through_a_three_node_clusters_faults(tmp_path):
         fault("two brokers down", two_down)
         fault("rolling restart", rolling_restart)
         assert producer.is_alive(), "the results ran out before the last fault: the pauses measured nothing"
+        producer.hurry()
 
         producer.join(400)
         assert producer.error is None and producer.failed == [], (producer.error, producer.failed[:3])

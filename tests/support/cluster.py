@@ -92,7 +92,8 @@ class ChangeWatch(threading.Thread):
 
 
 class SteadyProducer(threading.Thread):
-    """Publishes keyed records at a steady rate over about `seconds` with confluent-kafka,
+    """Publishes keyed records at a steady rate over about `seconds` (the rest at once
+    after `hurry()`) with confluent-kafka,
     set as docs/operations.md advises a producer of match results: acks=all and
     idempotence (a retry after a lost answer is not written twice), retried through
     a leader's move for up to `delivery_seconds`, keys placed as Java's clients do."""
@@ -107,6 +108,11 @@ class SteadyProducer(threading.Thread):
         self.delivered = 0
         self.failed: list[str] = []
         self.error: BaseException | None = None
+        self._hurry = threading.Event()
+
+    def hurry(self) -> None:
+        """Publish what is left without waiting (the faults are over)."""
+        self._hurry.set()
 
     def run(self) -> None:
         from confluent_kafka import Producer
@@ -122,7 +128,7 @@ class SteadyProducer(threading.Thread):
             started = time.monotonic()
             for i, (key, value) in enumerate(self.records):
                 due = started + self.seconds * i / len(self.records)
-                while (wait := due - time.monotonic()) > 0:
+                while (wait := due - time.monotonic()) > 0 and not self._hurry.is_set():
                     producer.poll(min(wait, 0.05))
                 while True:
                     try:
