@@ -104,10 +104,14 @@ class Standby:
                 consumer.seek(tp, readers[p].position)
             while True:
                 fetched = await consumer.getmany(timeout_ms=500)
-                for tp, p in tps.items():
-                    end = consumer.highwater(tp)
-                    if end is not None and end < readers[p].position:
-                        raise StartedOver(f"standby changelog partition {p} ends at {end}, below {readers[p].position}")
+                short = [tp for tp, p in tps.items()
+                         if (end := consumer.highwater(tp)) is not None and end < readers[p].position]
+                if short:  # a leader just elected may not know its end yet: ListOffsets waits until it does
+                    listed = await consumer.end_offsets(short)
+                    for tp in short:
+                        end, p = max(consumer.highwater(tp) or 0, listed[tp]), tps[tp]
+                        if end < readers[p].position:
+                            raise StartedOver(f"standby changelog partition {p} ends at {end}, below {readers[p].position}")
                 for tp, records in fetched.items():
                     reader = readers[tps[tp]]
                     for r in records:

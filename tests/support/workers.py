@@ -131,8 +131,9 @@ def applied_by(broker, directory: Path, config: Path, docs: list[dict], prefix: 
 
 # What a worker logs when a log it reads started over (the broker forgot records, a topic
 # was deleted): each is a partition's state written back, its input read again from its
-# beginning, or a standby following from the start. On a broker that lost nothing, none.
-STARTED_OVER_LINES = ("had lost records", "started over", "no longer holds")
+# beginning, or a standby following from the start (or again, from its checkpoint, after
+# finding the log shorter). On a broker that lost nothing, none.
+STARTED_OVER_LINES = ("had lost records", "started over", "no longer holds", "following again in")
 
 
 def started_over_lines(workers: list[WorkerProcess]) -> list[str]:
