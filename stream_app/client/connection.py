@@ -73,7 +73,7 @@ class _RefusedConnections(logging.Filter):
         """Why the first broker whose refusal was this client's TLS or SASL refused it."""
         for record in self.records:
             host, port, error = record.args  # type: ignore[misc]
-            why = security.explain(error, f"{host}:{port}")
+            why = security.explain(error, f"{host}:{port}") if isinstance(error, BaseException) else None
             if why is not None:
                 return why
         return None
@@ -140,12 +140,15 @@ class KafkaConnection:
         `default.replication.factor`) unless told otherwise.
 
         Idempotent. Returns {topic: partition count}; a topic that already exists
-        keeps its partition count (a warning is logged if it differs).
+        keeps its partition count (a warning is logged if it differs). Under ACLs: one of
+        the three topics the principal may not describe is left out (a producer needs only
+        the match topic); NotAuthorized if it may not describe an `extra` or `compacted`
+        one, or may describe but not create a missing one.
         """
         from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
         partitions = partitions or self.partitions
-        compacted = list(compacted)
+        extra, compacted = list(extra), list(compacted)
         names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra, *compacted]
         admin = AIOKafkaAdminClient(**self.options())
         try:
@@ -161,9 +164,28 @@ class KafkaConnection:
                               topic_configs={"cleanup.policy": "compact"} if name in compacted else {})
                      for name in missing]
                 ), deadline)
-                for name, code, message in _topic_errors(response):
-                    if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS (a concurrent creator)
+                errors = _topic_errors(response)
+                refused = [name for name, code, _ in errors if code == TopicAuthorizationFailedError.errno]
+                # Kafka refuses to create a topic the principal may not describe, whether it exists
+                # or not. Of the three topics, such a one is not this client's to use either (a
+                # producer's rating-changes): left out. The `extra` and `compacted` ones (a
+                # worker's) it must use; and one it may describe but that does not exist, it
+                # must be allowed to create.
+                hidden = await _hidden(admin, refused) if refused else set()
+                who = self.security.principal
+                for name, code, message in errors:
+                    if name in hidden and name not in extra and name not in compacted:
+                        log.debug("topic %r: this principal may not describe or create it; left out", name)
+                    elif name in hidden:
+                        raise NotAuthorized(f"{who} may not describe topic {name!r} (TOPIC_AUTHORIZATION_FAILED): "
+                                            "a worker needs the ACLs of docs/operations.md, Access control")
+                    elif code == TopicAuthorizationFailedError.errno:
+                        raise NotAuthorized(f"topic {name!r} does not exist, and {who} may not create it "
+                                            "(TOPIC_AUTHORIZATION_FAILED): create it beforehand, or allow this "
+                                            "principal CREATE on it")
+                    elif code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS (a concurrent creator)
                         raise RuntimeError(f"cannot create topic {name!r}: error {code}: {message}")
+                names = [name for name in names if name not in hidden]
             described = await _described(admin, names, self.request_timeout)
         finally:
             await admin.close()
@@ -172,6 +194,16 @@ class KafkaConnection:
             if count != partitions:
                 log.warning("topic %r has %d partitions, not %d", name, count, partitions)
         return counts
+
+
+async def _hidden(admin: Any, names: list[str]) -> set[str]:
+    """Those of the topics the principal may not describe (TOPIC_AUTHORIZATION_FAILED to a
+    metadata request naming them; Kafka says the same whether or not they exist). The
+    request never creates a topic, where the admin client's describe_topics would let the
+    broker do it (auto.create.topics.enable)."""
+    from ..stream.kafka_io import named_topics
+
+    return {entry[1] for entry in await named_topics(admin, names) if entry[0] == TopicAuthorizationFailedError.errno}
 
 
 async def _described(admin: Any, names: list[str], timeout: float) -> list[dict[str, Any]]:

@@ -12,13 +12,14 @@ from typing import Any, AsyncIterator, Callable
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import TopicAuthorizationFailedError
-from aiokafka.protocol.metadata import MetadataRequest
 
 from ..security import KafkaSecurity
-from ..stream.kafka_io import topic_partitions
+from ..stream.kafka_io import named_topics, topic_partitions
 from .connection import KafkaConnection, NotAuthorized, start_client
 
 log = logging.getLogger(__name__)
+
+FETCH_WAIT_MS = 100  # the followers' fetch.max.wait.ms: how long the broker holds an idle fetch
 
 
 class EventFollower:
@@ -99,9 +100,6 @@ class EventFollower:
             await consumer.stop()
 
 
-FETCH_WAIT_MS = 100
-
-
 class _ReadRefusals(logging.Filter):
     """Drops aiokafka's 'Not authorized to read from topic T.' warnings for one topic
     while installed (from construction to remove())."""
@@ -172,12 +170,7 @@ async def _partitions(consumer: AIOKafkaConsumer, topic: str, connection: KafkaC
 async def _named_partitions(consumer: AIOKafkaConsumer, topic: str, connection: KafkaConnection) -> set[int]:
     """The topic's partitions from a metadata request naming it (never creating it): empty
     if it does not exist, NotAuthorized if the principal may not describe it."""
-    client = consumer._client  # as topic_partitions does (stream/kafka_io.py)
-    node = client.get_random_node()
-    if node is None:
-        return set()
-    answer = await client.send(node, MetadataRequest([topic], allow_auto_topic_creation=False))
-    for entry in answer.topics:  # (error, name, [is_internal,] partitions): v0 and v1-v5
+    for entry in await named_topics(consumer, [topic]):
         error, name, partitions = entry[0], entry[1], entry[-1]
         if name != topic:
             continue

@@ -19,9 +19,10 @@ from typing import Any, AsyncIterable, Callable, Iterable
 
 import orjson
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import TopicAuthorizationFailedError
 
 from ..inputs import CORRECTED, SEASON_STARTED, VOIDED, BadEvent, format_time, parse_input
-from .connection import KafkaConnection, start_client
+from .connection import KafkaConnection, NotAuthorized, start_client
 
 log = logging.getLogger(__name__)
 
@@ -96,18 +97,37 @@ class InputProducer:
     async def send(self, event: Input) -> "asyncio.Future[Any]":
         """Validate and enqueue one match result; returns a future of its RecordMetadata.
 
-        Raises BadEvent (nothing is sent) on an invalid event. Await the future
-        to know it was acknowledged by the broker (acks="all").
+        Raises BadEvent (nothing is sent) on an invalid event, NotAuthorized if the
+        principal may not describe the match topic. Await the future to know it was
+        acknowledged by the broker (acks="all"); a principal that may not write there
+        gets aiokafka's TopicAuthorizationFailedError from it (publish and publish_many
+        raise NotAuthorized instead).
         """
         if self._producer is None:
             raise RuntimeError("the producer is not started (use 'async with' or await start())")
         key, value = self._prepare(event)
-        return await self._producer.send(self.connection.match_topic, value, key=key)
+        try:
+            return await self._producer.send(self.connection.match_topic, value, key=key)
+        except TopicAuthorizationFailedError:
+            raise self._may_not_write() from None
 
     async def publish(self, event: Input) -> Any:
         """Validate, send and wait for the acknowledgement; returns aiokafka's RecordMetadata
-        (topic, partition, offset, timestamp). Raises BadEvent on an invalid event."""
-        return await (await self.send(event))
+        (topic, partition, offset, timestamp). Raises BadEvent on an invalid event, and
+        NotAuthorized, at once, if the broker's ACLs do not let this principal write to the
+        match topic."""
+        sent = await self.send(event)
+        try:
+            return await sent
+        except TopicAuthorizationFailedError as exc:
+            if isinstance(exc, NotAuthorized):
+                raise
+            raise self._may_not_write() from None
+
+    def _may_not_write(self) -> NotAuthorized:
+        return NotAuthorized(f"{self.connection.security.principal} may not write to topic "
+                             f"{self.connection.match_topic!r} (TOPIC_AUTHORIZATION_FAILED): it needs the ACLs WRITE "
+                             f"and DESCRIBE on it (docs/operations.md, Access control)")
 
     async def void(self, league: str, match_id: str, reason: str) -> Any:
         """Publish a match-voided.v1 command: the league is re-rated as if the result never counted."""
@@ -140,7 +160,8 @@ class InputProducer:
         also passed to on_reject as it is found; on_progress(acknowledged, rejected)
         is called after each event.
         Returns (number of events sent and acknowledged, rejected). A delivery
-        failure (broker unreachable past the retries) raises aiokafka's error.
+        failure (broker unreachable past the retries) raises aiokafka's error;
+        one the ACLs refuse, NotAuthorized.
         """
         pending: list[asyncio.Future[Any]] = []
         sent = 0
@@ -150,7 +171,12 @@ class InputProducer:
         async def drain() -> None:
             nonlocal sent, pending
             batch, pending = pending, []
-            await asyncio.gather(*batch)
+            try:
+                await asyncio.gather(*batch)
+            except TopicAuthorizationFailedError as exc:
+                if isinstance(exc, NotAuthorized):
+                    raise
+                raise self._may_not_write() from None
             sent += len(batch)
 
         async def one(event: Any) -> None:

@@ -190,3 +190,19 @@ def faust_topics_created_with_a_broker_down() -> None:
     from faust.transport.drivers.aiokafka import Transport
 
     Transport._get_controller_node = _controller_of_any_broker
+
+
+async def named_topics(owner: Any, names: list[str]) -> list[tuple]:
+    """The topic entries of a metadata answer for these topics, asked of a broker at
+    random by an aiokafka consumer's or admin client's own client, without letting the
+    broker create one. Under ACLs a topic the principal may not describe is left out of
+    an answer for every topic, and said TOPIC_AUTHORIZATION_FAILED here. Neither client
+    asks publicly for named topics (the admin client's describe_topics lets the broker
+    create them); their `_client` is aiokafka/client.py's AIOKafkaClient, whose send()
+    takes any request. Each entry: (error, name, [is_internal,] partitions)."""
+    client = owner._client
+    node = client.get_random_node()
+    if node is None:
+        return []
+    answer = await client.send(node, MetadataRequest(names, allow_auto_topic_creation=False))
+    return list(answer.topics)

@@ -40,6 +40,7 @@ async def replicas(bootstrap: str, topic: str) -> list[int]:
 
 
 @pytest.mark.broker
+@pytest.mark.xdist_group("three_nodes")  # one three-node cluster at a time (tests/reliability/test_cluster_faults.py)
 def test_on_three_brokers_topics_get_the_clusters_replication_and_one_broker_down_stops_no_start():
     """A worker's start makes sure its topics exist (list, then describe) by requests that
     go to a broker picked at random: with one of three SIGKILLed, a worker starting then

@@ -7,21 +7,22 @@ listens on three ports:
   only: its principal, User:ANONYMOUS, is a super user;
 - SECURE, SASL_SSL with SCRAM-SHA-512: the clients under test, each its own SCRAM user;
 - MTLS, SSL with client certificates required (`ssl.client.auth=required`): the principal is
-  the certificate's subject, User:CN=<name>.
+  the certificate's common name (`ssl.principal.mapping.rules`), so a client certificate for
+  CN=ratings-producer has the ACLs of the SCRAM user ratings-producer.
 
 The certificates are made here with `cryptography`: a CA, the broker's certificate (for
 127.0.0.1 and localhost) signed by it, a client certificate signed by it, and a second CA
 the broker's certificate does not chain to. Authorization is Kafka's StandardAuthorizer with
 allow.everyone.if.no.acl.found=false: a principal may do only what an ACL allows it.
-Users and ACLs are made with confluent-kafka's AdminClient as the SCRAM user `admin` (a
-super user, made when the storage is formatted) over SASL_SSL, as an operator would.
+The SCRAM users are made when the storage is formatted (StorageTool --add-scram, random
+passwords: the tool's command line shows them, fine for a test); topics and ACLs with
+confluent-kafka's AdminClient as the super user `admin` over SASL_SSL, as an operator would.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -35,6 +36,7 @@ from tests.support.ports import free_port
 SECURE, MTLS = "SECURE", "MTLS"  # the two client listeners' names
 ADMIN = "admin"
 MECHANISM = "SCRAM-SHA-512"
+CLIENT_CN = "ratings-producer"  # the client certificate's, and its principal's name
 
 
 # -- certificates -------------------------------------------------------------------------
@@ -80,9 +82,9 @@ def make_ca(directory: Path, common_name: str) -> Issued:
         .public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                                     key_encipherment=False, data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -126,7 +128,7 @@ class SecureKafka:
     directory: Path
     ca: Issued
     untrusted_ca: Issued  # a CA the broker's certificate does not chain to
-    client: Issued  # signed by `ca`, subject CN=ratings-mtls
+    client: Issued  # signed by `ca`, subject CN=<CLIENT_CN>
     admin_password: str
     passwords: dict[str, str] = field(default_factory=dict)
     _admin: object = field(default=None, repr=False)
@@ -170,63 +172,58 @@ class SecureKafka:
                                        "ssl.ca.location": str(self.ca.cert), "socket.timeout.ms": 10000})
         return self._admin
 
-    # -- users, topics and ACLs, made by `admin` ------------------------------------------------
-    def add_users(self, *names: str) -> None:
-        """SCRAM-SHA-512 users with random passwords (`passwords[name]`)."""
-        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
-
-        upserts = []
-        for name in names:
-            self.passwords[name] = "pw-" + os.urandom(12).hex()
-            upserts.append(UserScramCredentialUpsertion(name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                                        self.passwords[name].encode()))
-        for future in self.admin().alter_user_scram_credentials(upserts).values():
-            future.result(timeout=30)
-
-    def create_topics(self, names: Iterable[str], partitions: int = 8, compacted: Iterable[str] = ()) -> None:
+    # -- topics and ACLs, made by `admin` -------------------------------------------------------
+    def create_topics(self, topics: Iterable[tuple[str, int, dict[str, str]]]) -> None:
+        """Topics (name, partitions, configuration), all in one request, one replica each."""
         from confluent_kafka.admin import NewTopic
 
-        compacted = set(compacted)
-        topics = [NewTopic(name, partitions, 1, config={"cleanup.policy": "compact"} if name in compacted else {})
-                  for name in names]
-        for future in self.admin().create_topics(topics, operation_timeout=30).values():
+        new = [NewTopic(name, partitions, 1, config=dict(config)) for name, partitions, config in topics]
+        for future in self.admin().create_topics(new, operation_timeout=30).values():
             future.result(timeout=30)
 
-    def allow(self, principal: str, grants: Iterable[tuple[str, str, Iterable[str]]], *, prefixed: Iterable[str] = ()
-              ) -> None:
-        """ALLOW ACLs for `principal` ('User:worker'), `grants` of (resource type, name,
-        operations), e.g. ("TOPIC", "rating-changes", ["READ", "DESCRIBE"]); names in
-        `prefixed` are PREFIXED resource patterns, the others LITERAL."""
+    def allow(self, grants: Iterable[tuple[str, str, str, Iterable[str], bool]]) -> None:
+        """ALLOW ACLs, all in one request: `grants` of (principal, resource type, name,
+        operations, prefixed), e.g. ("User:ratings-subscriber", "TOPIC", "rating-changes",
+        ["READ", "DESCRIBE"], False); prefixed: a PREFIXED resource pattern, else LITERAL."""
         from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ResourcePatternType,
                                            ResourceType)
 
-        prefixed = set(prefixed)
         bindings = [AclBinding(ResourceType[kind], name,
-                               ResourcePatternType.PREFIXED if name in prefixed else ResourcePatternType.LITERAL,
+                               ResourcePatternType.PREFIXED if prefixed else ResourcePatternType.LITERAL,
                                principal, "*", AclOperation[operation], AclPermissionType.ALLOW)
-                    for kind, name, operations in grants for operation in operations]
+                    for principal, kind, name, operations, prefixed in grants for operation in operations]
         for future in self.admin().create_acls(bindings, request_timeout=30).values():
-            future.result()
+            future.result(timeout=30)
+
+    def stop(self) -> None:
+        """The admin client first (librdkafka would log its failed reconnections), then the node:
+        SIGKILL after 2 s, its data being temporary."""
+        self._admin = None
+        self.cluster.stop(timeout=2.0)
 
 
-def start_secure_kafka(directory: Path) -> SecureKafka:
-    """Certificates in `directory`, then the node (stopped by the caller: `cluster.stop()`)."""
+def start_secure_kafka(directory: Path, users: Iterable[str] = ()) -> SecureKafka:
+    """Certificates in `directory`, then the node, with the SCRAM users `admin` and `users`
+    (random passwords, `passwords[name]`), made when its storage is formatted; the caller
+    stops it (`stop()`)."""
     refuse_without_broker("a Kafka cluster started")
     if KAFKA_MISSING:
         pytest.skip(KAFKA_MISSING)
     ca = make_ca(directory, "ratings-test-ca")
     untrusted = make_ca(directory, "some-other-ca")
     server = issue(ca, directory, "kafka-broker", server=True)
-    client = issue(ca, directory, "ratings-mtls", server=False)
+    client = issue(ca, directory, CLIENT_CN, server=False)
     keystore = directory / "broker-keystore.pem"  # key and certificate chain, as Kafka's PEM key store reads them
     keystore.write_bytes(server.key.read_bytes() + server.cert.read_bytes() + ca.cert.read_bytes())
     keystore.chmod(0o600)
     admin_password = "adm-" + os.urandom(12).hex()
+    passwords = {name: "pw-" + os.urandom(12).hex() for name in users}
     settings = {
         # TLS for SECURE and MTLS: the broker's key store, and the CA it trusts for client certificates.
         "ssl.keystore.type": "PEM", "ssl.keystore.location": keystore,
         "ssl.truststore.type": "PEM", "ssl.truststore.location": ca.cert,
         "listener.name.mtls.ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+).*$/$1/,DEFAULT",  # User:CN=x,O=y -> User:x
         # SCRAM-SHA-512 on SECURE: the server side needs a login module too (no credentials of its own).
         "sasl.enabled.mechanisms": MECHANISM,
         "listener.name.secure.scram-sha-512.sasl.jaas.config":
@@ -239,27 +236,22 @@ def start_secure_kafka(directory: Path) -> SecureKafka:
     }
     cluster = KafkaCluster(1, ports=[free_port(), free_port()], settings=settings,
                            listeners={SECURE: "SASL_SSL", MTLS: "SSL"}, listener_ports=[free_port(), free_port()],
-                           scram=[f"{MECHANISM}=[name={ADMIN},password={admin_password}]"]).start()
-    return SecureKafka(cluster, directory, ca, untrusted, client, admin_password)
+                           scram=[f"{MECHANISM}=[name={name},password={password}]"
+                                  for name, password in {ADMIN: admin_password, **passwords}.items()]).start()
+    return SecureKafka(cluster, directory, ca, untrusted, client, admin_password, passwords)
+
+
+# The SCRAM users of the session's node: the service's three principals, one with no ACL
+# and one that may only describe topics (tests/e2e/test_kafka_security.py gives the ACLs).
+USERS = ("ratings-worker", "ratings-producer", "ratings-subscriber", "ratings-nobody", "ratings-describer")
 
 
 @pytest.fixture(scope="session")
 def secure_kafka(tmp_path_factory) -> Iterator[SecureKafka]:
     """The node for the session of this test process; stopped, and its data gone, afterwards."""
-    kafka = start_secure_kafka(tmp_path_factory.mktemp("secure-kafka"))
+    kafka = start_secure_kafka(tmp_path_factory.mktemp("secure-kafka"), USERS)
     try:
         yield kafka
     finally:
-        kafka.cluster.stop()
+        kafka.stop()
 
-
-def wait_until(condition, timeout: float, what: str, interval: float = 0.1):
-    """Poll `condition()` until it is true (returned) or `timeout` seconds passed (AssertionError)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
