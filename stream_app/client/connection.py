@@ -17,6 +17,7 @@ from ..settings import DEFAULTS, bootstrap_servers
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+ATTEMPT_SECONDS = 10.0  # the longest an admin request of ensure_topics waits for its answer
 
 
 class KafkaSecurityError(KafkaConnectionError):
@@ -150,7 +151,10 @@ class KafkaConnection:
         partitions = partitions or self.partitions
         extra, compacted = list(extra), list(compacted)
         names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra, *compacted]
-        admin = AIOKafkaAdminClient(**self.options())
+        # Each request waits at most ATTEMPT_SECONDS: one sent to a broker that is dying (its
+        # port still takes connections) is then sent again to another before the deadline.
+        options = {**self.options(), "request_timeout_ms": int(min(self.request_timeout, ATTEMPT_SECONDS) * 1000)}
+        admin = AIOKafkaAdminClient(**options)
         try:
             await start_client(admin, self.security)
             deadline = time.monotonic() + self.request_timeout
@@ -220,16 +224,18 @@ async def _described(admin: Any, names: list[str], timeout: float) -> list[dict[
 
 
 async def _retried(request: Callable[[], Awaitable[T]], deadline: float) -> T:
-    """An admin request, sent again while its error is retriable and time is left: it
-    goes to a broker picked at random, and one of a cluster's may be down (Kafka said
-    NodeNotReadyError for it, and a worker started then exited)."""
+    """An admin request, sent again while its error is retriable (or it timed out) and
+    time is left: it goes to a broker picked at random, and one of a cluster's may be
+    down (Kafka said NodeNotReadyError for it, and a worker started then exited) or
+    dying (no answer until the request timed out, on a busy machine)."""
     while True:
         try:
             return await request()
-        except KafkaError as exc:
-            if not exc.retriable or time.monotonic() > deadline:
+        except (KafkaError, asyncio.TimeoutError) as exc:
+            retriable = isinstance(exc, asyncio.TimeoutError) or exc.retriable
+            if not retriable or time.monotonic() > deadline:
                 raise
-            log.info("retrying a request the broker refused (%s)", exc)
+            log.info("retrying a request the broker refused or did not answer (%s)", exc)
             await asyncio.sleep(0.2)
 
 
