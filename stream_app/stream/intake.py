@@ -191,23 +191,18 @@ class Intake:
         broker forgot its records, or the topic was recreated. Raises StartedOver: the
         batch loop takes it up anew.
 
-        The high watermark of a partition's last fetch says so first, but Kafka's can
-        be too low: a fetch answer carries the watermark from before its read, which
-        may return records appended meanwhile (Partition.readRecords). So an end found
-        below is asked of the broker again (ListOffsets) before it counts, and the
-        higher of the two answers is the end (the embedded broker's ListOffsets answers
-        too low, its watermark right)."""
+        The high watermark of a partition's last fetch says so first; it counts once
+        ListOffsets agrees (`true_ends`)."""
         assert self.consumer is not None
-        below: dict[TopicPartition, tuple[int, int]] = {}
+        below: dict[TopicPartition, int] = {}
         for tp, expected in self._next.items():
             end = self.consumer.highwater(tp)
             if end is not None and end < expected:
-                below[tp] = (end, expected)
+                below[tp] = expected
         if not below:
             return
-        listed = await self.consumer.end_offsets(list(below))
-        ends = {tp: max(end, listed[tp]) for tp, (end, _) in below.items()}
-        said = [ends_below(tp, ends[tp], expected) for tp, (_, expected) in sorted(below.items()) if ends[tp] < expected]
+        ends = await true_ends(self.consumer, list(below))
+        said = [ends_below(tp, ends[tp], expected) for tp, expected in sorted(below.items()) if ends[tp] < expected]
         if said:
             raise StartedOver("; ".join(said))
 
@@ -239,6 +234,17 @@ class Intake:
             else:
                 self.consumer.seek(tp, offset)
                 self._next[tp] = offset
+
+
+async def true_ends(consumer: Any, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """The end of each partition whose last fetch's high watermark looked too low: the
+    higher of that watermark and ListOffsets' answer. Kafka's watermark can be below
+    records already committed: a fetch answer carries the one from before its read
+    (Partition.readRecords), and a leader just elected has not learnt the last one yet;
+    ListOffsets is refused until it has (KIP-207; aiokafka asks again). The embedded
+    broker's ListOffsets answers too low, its watermark right."""
+    listed = await consumer.end_offsets(partitions)
+    return {tp: max(consumer.highwater(tp) or 0, listed[tp]) for tp in partitions}
 
 
 def ends_below(tp: TopicPartition, end: int, expected: int) -> str:
@@ -345,13 +351,9 @@ async def first_records(options: dict[str, Any], wanted: dict[tuple[str, int], i
                 elif end is not None and end <= pending[tp]:  # the embedded broker answers past the end this way
                     short.append(tp)
             if short:
-                # A fetch's high watermark can be below records already committed: a
-                # leader just elected has not learnt the last one yet. ListOffsets is
-                # refused until it has (KIP-207, retried), so its answer counts too;
-                # the embedded broker's ListOffsets answers low, its watermark right.
-                listed = await consumer.end_offsets(short)
+                ends = await true_ends(consumer, short)
                 for tp in short:
-                    if max(consumer.highwater(tp) or 0, listed[tp]) <= pending[tp]:
+                    if ends[tp] <= pending[tp]:
                         found[(tp.topic, tp.partition)] = None
                         del pending[tp]
     finally:

@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from . import observe
 from .changelog import ChangelogRule, StartedOver
 from .commit import FLUSH_RECORDS, Derive, holds, store_committed
-from .intake import RANGE_FETCH, KafkaTopicReader
+from .intake import RANGE_FETCH, KafkaTopicReader, true_ends
 from .store import LocalStore
 from .tasks import cancel
 from .transaction import Tables
@@ -106,12 +106,10 @@ class Standby:
                 fetched = await consumer.getmany(timeout_ms=500)
                 short = [tp for tp, p in tps.items()
                          if (end := consumer.highwater(tp)) is not None and end < readers[p].position]
-                if short:  # a leader just elected may not know its end yet: ListOffsets waits until it does
-                    listed = await consumer.end_offsets(short)
-                    for tp in short:
-                        end, p = max(consumer.highwater(tp) or 0, listed[tp]), tps[tp]
-                        if end < readers[p].position:
-                            raise StartedOver(f"standby changelog partition {p} ends at {end}, below {readers[p].position}")
+                for tp, end in (await true_ends(consumer, short) if short else {}).items():
+                    if end < readers[tps[tp]].position:
+                        raise StartedOver(f"standby changelog partition {tps[tp]} ends at {end}, "
+                                          f"below {readers[tps[tp]].position}")
                 for tp, records in fetched.items():
                     reader = readers[tps[tp]]
                     for r in records:
