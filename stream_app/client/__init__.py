@@ -88,9 +88,10 @@ class RatingsClient:
         await self.stop()
 
     async def ensure_topics(self, partitions: int | None = None, *, replication_factor: int = -1,
-                            extra: Iterable[str] = (), compacted: Iterable[str] = ()) -> dict[str, int]:
+                            extra: Iterable[str] = (), compacted: Iterable[str] = (),
+                            required: Iterable[str] = ()) -> dict[str, int]:
         return await self.connection.ensure_topics(partitions, replication_factor=replication_factor, extra=extra,
-                                                   compacted=compacted)
+                                                   compacted=compacted, required=required)
 
     # -- publishing: the producer's ------------------------------------------------
     async def send(self, event: Input) -> Any:

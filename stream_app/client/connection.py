@@ -133,7 +133,7 @@ class KafkaConnection:
 
     async def ensure_topics(
         self, partitions: int | None = None, *, replication_factor: int = -1, extra: Iterable[str] = (),
-        compacted: Iterable[str] = (),
+        compacted: Iterable[str] = (), required: Iterable[str] = (),
     ) -> dict[str, int]:
         """Create the match, rating-changes and dead-letter topics if they are missing
         (and `extra` ones, and `compacted` ones with cleanup.policy=compact), with the
@@ -143,13 +143,14 @@ class KafkaConnection:
         Idempotent. Returns {topic: partition count}; a topic that already exists
         keeps its partition count (a warning is logged if it differs). Under ACLs: one of
         the three topics the principal may not describe is left out (a producer needs only
-        the match topic); NotAuthorized if it may not describe an `extra` or `compacted`
-        one, or may describe but not create a missing one.
+        the match topic) unless it is `required`; NotAuthorized if it may not describe a
+        required, `extra` or `compacted` one, or may describe but not create a missing one.
         """
         from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
         partitions = partitions or self.partitions
         extra, compacted = list(extra), list(compacted)
+        needed = {*extra, *compacted, *required}
         names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra, *compacted]
         # Each request waits at most ATTEMPT_SECONDS: one sent to a broker that is dying (its
         # port still takes connections) is then sent again to another before the deadline.
@@ -172,13 +173,13 @@ class KafkaConnection:
                 refused = [name for name, code, _ in errors if code == TopicAuthorizationFailedError.errno]
                 # Kafka refuses to create a topic the principal may not describe, whether it exists
                 # or not. Of the three topics, such a one is not this client's to use either (a
-                # producer's rating-changes): left out. The `extra` and `compacted` ones (a
-                # worker's) it must use; and one it may describe but that does not exist, it
-                # must be allowed to create.
+                # producer's rating-changes): left out. The `required` ones (a worker's three),
+                # `extra` and `compacted` ones it must use; and one it may describe but that
+                # does not exist, it must be allowed to create.
                 hidden = await _hidden(admin, refused) if refused else set()
                 who = self.security.principal
                 for name, code, message in errors:
-                    if name in hidden and name not in extra and name not in compacted:
+                    if name in hidden and name not in needed:
                         log.debug("topic %r: this principal may not describe or create it; left out", name)
                     elif name in hidden:
                         raise NotAuthorized(f"{who} may not describe topic {name!r} (TOPIC_AUTHORIZATION_FAILED): "
@@ -198,6 +199,27 @@ class KafkaConnection:
             if count != partitions:
                 log.warning("topic %r has %d partitions, not %d", name, count, partitions)
         return counts
+
+
+    async def check_group(self, group: str) -> None:
+        """NotAuthorized if the principal may not use consumer group `group`. Without an ACL
+        on it, aiokafka's group member asks for its coordinator again and again and a worker
+        waited silently, never given a partition (issue #44): asked once here, the broker says
+        GROUP_AUTHORIZATION_FAILED. (READ on the group implies the DESCRIBE this needs.)"""
+        from aiokafka.admin import AIOKafkaAdminClient
+        from aiokafka.errors import GroupAuthorizationFailedError
+
+        options = {**self.options(), "request_timeout_ms": int(min(self.request_timeout, ATTEMPT_SECONDS) * 1000)}
+        admin = AIOKafkaAdminClient(**options)
+        try:
+            await start_client(admin, self.security)
+            await _retried(lambda: admin.find_coordinator(group), time.monotonic() + self.request_timeout)
+        except GroupAuthorizationFailedError:
+            raise NotAuthorized(f"{self.security.principal} may not use consumer group {group!r} "
+                                "(GROUP_AUTHORIZATION_FAILED): a worker needs the ACL READ on its group, named "
+                                "by --app-id (docs/operations.md, Access control)") from None
+        finally:
+            await admin.close()
 
 
 async def _hidden(admin: Any, names: list[str]) -> set[str]:

@@ -23,6 +23,7 @@ from faust.types import TP
 
 from .. import runtime
 from ..client import bootstrap_servers
+from ..client.connection import NotAuthorized
 from ..processes import exit_unless_done
 from ..inputs import MAX_EVENT_BYTES
 from ..leagues import LeagueConfig
@@ -34,7 +35,7 @@ from .intake import Intake, KafkaTopicReader
 from .reads import Reads
 from .standby import Standby
 from .store import LocalStore
-from .topics import TopicsMismatch, ensure_topics
+from .topics import TopicsMismatch, check_start, ensure_topics
 from .tasks import cancel
 from .batch_loop import BatchLoop
 
@@ -283,7 +284,8 @@ class WorkerApp:
         status = "ok" if self.broker_watch.connected and trouble is None else "degraded"
         return {"status": status, "broker": self.broker_watch.health(), "trouble": trouble, "ready": self.ready(),
                 **self.batches.tally.counts(), "assigned_partitions": self._owned(),
-                "standby_partitions": self.standby.partitions, "take_up_records": self.batches.committer.take_up_records,
+                "standby_partitions": self.standby.partitions, "standby_behind": self.standby.behind,
+                "take_up_records": self.batches.committer.take_up_records,
                 "take_up_seconds": self.batches.take_up_seconds, "fenced_records": self.batches.committer.fenced,
                 "found_replaced": self.batches.committer.replaced, "standings_built": self.reads.builds,
                 "phase": self.batches.phase, "rerating": self.batches.rerates.health(),
@@ -385,9 +387,10 @@ def run_worker(settings: Settings, loglevel: str = "info") -> int:
     runtime.collect_for_batches()
     kafka_io.no_topics_created_by_metadata()
     kafka_io.faust_topics_created_with_a_broker_down()
+    kafka_io.silent_brokers_avoided()
     try:
-        asyncio.run(ensure_topics(settings))
-    except TopicsMismatch as exc:
+        asyncio.run(check_start(settings))
+    except (TopicsMismatch, NotAuthorized) as exc:
         raise SystemExit(f"ratings worker: {exc}") from None
     except (KafkaError, OSError) as exc:
         protocol = settings.security.protocol if settings.security is not None else "PLAINTEXT"

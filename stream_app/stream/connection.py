@@ -7,9 +7,11 @@ request for no topic to every broker the cluster's metadata names, at once, with
 short timeout. The cluster answers while one of its brokers does: with one broker
 of three down the others lead its partitions within the broker session timeout,
 and the worker goes on (a take-up "because the broker is back" would check logs
-that never went away). The brokers that do not answer are named in /health. `RepeatFilter` sits on the Kafka clients' loggers: each of their
-warnings and errors is logged the first time in a minute, the repeats are counted,
-and the watch logs how many were left out at most once a minute.
+that never went away). The brokers that do not answer are named in /health, and
+every other Kafka client of the process avoids them meanwhile (stream/kafka_io.py
+`silent_brokers_avoided`). `RepeatFilter` sits on the Kafka clients' loggers: each
+of their warnings and errors is logged the first time in a minute, the repeats are
+counted, and the watch logs how many were left out at most once a minute.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.metadata import MetadataRequest
 
-from . import observe
+from . import kafka_io, observe
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,7 @@ class BrokerWatch:
         self._summary_at = time.monotonic()
         self._client: AIOKafkaClient | None = None
         self._known: set[int] = set()  # node ids of the cluster's brokers, ever seen
+        self._addresses: dict[int, tuple[str, int]] = {}  # node id: (host, port), as last seen
         self.silent: list[int] = []  # node ids of the cluster's brokers that did not answer the last check
         self.answering = self.brokers = 0  # of the known brokers, at the last check
         self.on_back: Callable[[], Awaitable[None]] | None = None  # run when the broker answers again
@@ -117,7 +120,7 @@ class BrokerWatch:
         """Every known broker at once; returns when all have answered or timed out,
         and raises the first's error if none answered."""
         if self._client is None:
-            client = AIOKafkaClient(**self.options)
+            client = kafka_io.asks_every_broker(AIOKafkaClient(**self.options))
             try:
                 await asyncio.wait_for(client.bootstrap(), self.timeout)
             except BaseException:
@@ -127,6 +130,7 @@ class BrokerWatch:
         # Every node seen, not only those of the latest metadata: a broker that stopped
         # is left out of the cluster's metadata once fenced, but it is still down.
         self._known.update(broker.nodeId for broker in self._client.cluster.brokers())
+        self._addresses.update({broker.nodeId: (broker.host, broker.port) for broker in self._client.cluster.brokers()})
         nodes = sorted(self._known)
         if not nodes:
             raise ConnectionError("no broker known")
@@ -139,6 +143,7 @@ class BrokerWatch:
         for answer in answers:
             if not isinstance(answer, BaseException):
                 self._known.update(broker[0] for broker in answer.brokers)
+                self._addresses.update({broker[0]: (broker[1], broker[2]) for broker in answer.brokers})
         if silent != self.silent:
             if silent and len(silent) < len(nodes):
                 log.warning("broker %s of %d does not answer: the others are asked meanwhile",
@@ -146,6 +151,9 @@ class BrokerWatch:
             elif self.silent and not silent and self.connected:  # not after none answered: check() says so
                 log.warning("every broker answers again (%d)", len(nodes))
         self.silent = silent
+        # Every other client avoids them while others answer (none answering: nothing to prefer).
+        kafka_io.avoid_brokers([self._addresses[node] for node in silent if node in self._addresses]
+                               if len(silent) < len(nodes) else ())
         more = len(nodes) - len(silent) > self.answering
         self.answering, self.brokers = len(nodes) - len(silent), len(nodes)
         if more and self.on_more is not None:
@@ -207,6 +215,7 @@ class BrokerWatch:
         return "connected"
 
     async def close(self) -> None:
+        kafka_io.avoid_brokers(())
         client, self._client = self._client, None
         if client is not None:
             await client.close()

@@ -18,7 +18,9 @@ What the worker needs that neither library offers publicly:
 - every topic's partitions from one metadata request (`topic_partitions`):
   aiokafka's `topics()` keeps only the names;
 - Faust's topics created while one broker is down
-  (`faust_topics_created_with_a_broker_down`).
+  (`faust_topics_created_with_a_broker_down`);
+- no client connecting to a broker found silent while others answer
+  (`silent_brokers_avoided`).
 """
 
 from __future__ import annotations
@@ -206,3 +208,52 @@ async def named_topics(owner: Any, names: list[str]) -> list[tuple]:
         return []
     answer = await client.send(node, MetadataRequest(names, allow_auto_topic_creation=False))
     return list(answer.topics)
+
+
+
+# (host, port) of the brokers the worker's BrokerWatch found silent while others answered.
+_silent: frozenset[tuple[str, int]] = frozenset()
+_get_conn = aiokafka.client.AIOKafkaClient._get_conn
+_hosts = aiokafka.client.AIOKafkaClient.hosts
+
+
+def avoid_brokers(addresses: Iterable[tuple[str, int]]) -> None:
+    """Set the brokers (host, port) every client of this process avoids from now on: none
+    to avoid none. Called by stream/connection.py's BrokerWatch after each check."""
+    global _silent
+    _silent = frozenset(addresses)
+
+
+async def _conn_unless_silent(self: Any, node_id: Any, **kwargs: Any) -> Any:
+    if _silent and not getattr(self, "_ratings_asks_every_broker", False) and not isinstance(node_id, str):
+        broker = self.cluster.broker_metadata(node_id)
+        if broker is not None and (broker.host, broker.port) in _silent:
+            self.force_metadata_update()  # its leaderships move once the cluster fences it
+            return None  # the caller's "node not ready": metadata, a request, the next broker
+    return await _get_conn(self, node_id, **kwargs)
+
+
+def _hosts_answering_first(self: Any) -> list:
+    return sorted(_hosts.fget(self), key=lambda entry: (entry[0], entry[1]) in _silent)  # stable: shuffled within
+
+
+def silent_brokers_avoided() -> None:
+    """Every aiokafka client of this process stops connecting to a broker that the worker
+    found silent while others answer, as Kafka's Java clients leave a node that failed
+    out of their choice of node for a while. aiokafka asks a broker at random for
+    metadata (`_metadata_update`), bootstraps in a random order (`hosts`), and sends each
+    produce and fetch again to the leader of its metadata: a broker that takes
+    connections but never answers (SIGSTOP, a hung disk) cost each of those a whole
+    request timeout, one after another, and a 20 s freeze paused rating changes for up
+    to 20.9 s although the cluster had moved the leaderships after 5 s (issue #44).
+    Replaced on the class: aiokafka/client.py `AIOKafkaClient._get_conn` answers "not
+    ready" for such a broker (and asks for metadata again), and `hosts` lists such
+    brokers last. The BrokerWatch's own client (`asks_every_broker`) still asks it. Idempotent."""
+    aiokafka.client.AIOKafkaClient._get_conn = _conn_unless_silent
+    aiokafka.client.AIOKafkaClient.hosts = property(_hosts_answering_first)
+
+
+def asks_every_broker(client: Any) -> Any:
+    """The client, exempt from `silent_brokers_avoided` (the watch must ask them all)."""
+    client._ratings_asks_every_broker = True
+    return client

@@ -139,6 +139,9 @@ TAKE_UP_SECONDS = Histogram(
 )
 STANDBY_PARTITIONS = Gauge("ratings_standby_partitions", "Partitions whose changelog this worker follows as their standby")
 STANDBY_RECORDS = Counter("ratings_standby_changelog_records_total", "Changelog records of standby partitions followed")
+STANDBY_BEHIND = Gauge("ratings_standby_behind_records",
+                       "Changelog records of standby partitions past their local checkpoints: what taking them "
+                       "over would read now (-1: not known yet)")
 FENCED_RECORDS = Counter(
     "ratings_fenced_changelog_records_total",
     "Changelog records of replaced workers (late writes after another worker took their partition over)",

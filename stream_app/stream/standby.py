@@ -45,6 +45,9 @@ class Standby:
         self.topic = changelog_topic
         self.partitions: list[int] = []
         self.records = 0  # changelog records followed
+        # Changelog records of the followed partitions past their local checkpoints (what a
+        # take-up would read now); None until each partition's end is known.
+        self.behind: int | None = None
         self._task: asyncio.Task | None = None
 
     def follow(self, partitions: set[int] | list[int]) -> None:
@@ -58,6 +61,7 @@ class Standby:
         """Stop following; whatever was committed is stored first."""
         task, self._task = self._task, None
         self.partitions = []
+        self.behind = None
         observe.STANDBY_PARTITIONS.set(0)
         await cancel(task)
 
@@ -121,6 +125,10 @@ class Standby:
                     if reader.checkpoint.changelog != stored[p] and (
                             len(reader.records) >= FLUSH_RECORDS or now - flushed[p] >= FLUSH_SECONDS):
                         flush(p)
+                ends = [(consumer.highwater(tp), stored[p]) for tp, p in tps.items()]
+                self.behind = None if any(end is None for end, _ in ends) else sum(
+                    max(0, end - checkpoint - 1) for end, checkpoint in ends)
+                observe.STANDBY_BEHIND.set(-1 if self.behind is None else self.behind)
         finally:
             for p, reader in readers.items():  # keep what was read: a take-up starts from there
                 if reader.checkpoint.changelog != stored[p]:

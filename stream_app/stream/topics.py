@@ -22,10 +22,18 @@ async def ensure_topics(settings: Settings) -> None:
     await client.start(ensure_topics=False)
     try:
         counts = await client.ensure_topics(settings.partitions, extra=[settings.forward_topic],
-                                            compacted=[settings.changelog_topic])
+                                            compacted=[settings.changelog_topic],
+                                            required=[settings.match_topic, settings.changes_topic, settings.dlq_topic])
     finally:
         await client.stop()
-    for topic in (*settings.input_topics, settings.changelog_topic):
+    for topic in (*settings.input_topics, settings.changelog_topic):  # (a hidden one raised NotAuthorized)
         if counts.get(topic) != settings.partitions:
             raise TopicsMismatch(f"topic {topic!r} has {counts.get(topic)} partitions but --partitions is "
                                  f"{settings.partitions}; they must agree")
+
+
+async def check_start(settings: Settings) -> None:
+    """Before a worker starts: its topics made (as `ensure_topics`), and its consumer group
+    one its principal may use (NotAuthorized otherwise: the group would wait silently)."""
+    await ensure_topics(settings)
+    await RatingsClient.from_settings(settings).connection.check_group(settings.app_id)

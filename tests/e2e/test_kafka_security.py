@@ -49,6 +49,7 @@ DOC = ROOT / "docs" / "operations.md"
 WORKER, PRODUCER, SUBSCRIBER = "ratings-worker", "ratings-producer", "ratings-subscriber"
 NOBODY = "ratings-nobody"  # no ACL at all
 DESCRIBER = "ratings-describer"  # DESCRIBE on match-results and rating-changes, nothing else
+GROUPLESS = "ratings-groupless"  # the worker's ACLs on its topics, none on its group
 WRONG = "wrong-" + os.urandom(6).hex()  # a password nobody has: found in an output only if leaked
 TOPIC_ARGS = ["--match-topic", "match-results", "--changes-topic", "rating-changes", "--dlq-topic", "match-results-dlq"]
 
@@ -75,7 +76,7 @@ def options(args: list[str]) -> dict[str, list[str]]:
 
 
 def apply_documented(kafka: SecureKafka) -> None:
-    """The documented topics (one replica here: one node) and ACLs, and those of DESCRIBER."""
+    """The documented topics (one replica here: one node) and ACLs, and those of DESCRIBER and GROUPLESS."""
     topics, acls = documented_commands()
     assert len(topics) == 6 and len(acls) == 9, (topics, acls)
     specs = [options(args) for args in topics]
@@ -88,6 +89,8 @@ def apply_documented(kafka: SecureKafka) -> None:
         operations = [re.sub(r"(?<!^)(?=[A-Z])", "_", op).upper() for op in spec["operation"]]  # DescribeConfigs
         grants.append((spec["allow-principal"][0], kind, name, operations,
                        spec.get("resource-pattern-type") == ["prefixed"]))
+        if spec["allow-principal"] == [f"User:{WORKER}"] and kind == "TOPIC":
+            grants.append((f"User:{GROUPLESS}", *grants[-1][1:]))
     kafka.allow(grants)
 
 
@@ -106,7 +109,7 @@ class Deployment:
 @pytest.fixture(scope="module")
 def deployment(secure_kafka, tmp_path_factory):  # noqa: F811 - the fixture imported above
     kafka = secure_kafka
-    assert {WORKER, PRODUCER, SUBSCRIBER, NOBODY, DESCRIBER} <= set(kafka.passwords)
+    assert {WORKER, PRODUCER, SUBSCRIBER, NOBODY, DESCRIBER, GROUPLESS} <= set(kafka.passwords)
     apply_documented(kafka)
     tmp = tmp_path_factory.mktemp("kafka-security")
     worker = WorkerProcess(f"kafka://{kafka.secure}", TOPIC_ARGS, "ratings", tmp / "w", name="secure-worker",
@@ -326,6 +329,29 @@ def test_without_the_acls_produce_and_subscribe_are_refused_at_once_in_one_line(
         assert status == expected_status, (name, said)
         assert len(lines(said)) == 1 and lines(said)[0].startswith(expected), (name, said)
         assert seconds < 30, (name, seconds)  # at once: a Python start and a few requests (it used to wait forever)
+
+
+def test_a_worker_without_its_acls_is_refused_at_start_in_one_line(deployment, tmp_path):
+    """Without READ on its group the worker used to wait silently, never given a partition;
+    without DESCRIBE on its match topic it said the topic had "None partitions"."""
+    url = deployment.url
+    cases = {  # name: (principal, the line's start)
+        "no ACL at all": (NOBODY, f"ratings worker: SASL user '{NOBODY}' may not describe topic '"),
+        "its topics, not its group": (
+            GROUPLESS, f"ratings worker: SASL user '{GROUPLESS}' may not use consumer group 'ratings' "
+            "(GROUP_AUTHORIZATION_FAILED): a worker needs the ACL READ on its group"),
+    }
+    started = {name: ratings(["worker", "--broker", url, *TOPIC_ARGS, "--app-id", "ratings", "--data-dir",
+                              str(tmp_path / user), "--web-port", str(free_port())], deployment.kafka.env(user))
+               for name, (user, _) in cases.items()}
+    for name, process in started.items():
+        status, said, seconds = finish(process)
+        expected = cases[name][1]
+        assert status == 1, (name, said)
+        assert len(lines(said)) == 1 and lines(said)[0].startswith(expected), (name, said)
+        assert "(TOPIC_AUTHORIZATION_FAILED)" in said or "group" in name, (name, said)
+        assert seconds < 30, (name, seconds)
+    assert assigned(deployment.worker) == set(range(8))  # the group's worker kept its partitions
 
 
 # -- the worker under its ACLs ---------------------------------------------------------------------

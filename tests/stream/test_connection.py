@@ -1,12 +1,16 @@
 """stream/connection.py: a broker that stops answering is said once (gauge, /health,
-one log line each way), and the Kafka clients' repeated messages are logged once a
-minute."""
+one log line each way), a broker of several that stops answering is named and left by
+the other clients, and the Kafka clients' repeated messages are logged once a minute."""
 
+import asyncio
 import logging
+import os
+import signal
 
 import pytest
+from aiokafka.client import AIOKafkaClient
 
-from stream_app.stream import observe
+from stream_app.stream import kafka_io, observe
 from stream_app.stream.connection import REPEAT_SECONDS, BrokerWatch, RepeatFilter
 from tests.support.brokers import start_broker
 
@@ -63,3 +67,31 @@ async def test_the_watch_says_when_the_broker_stops_answering_and_when_it_is_bac
         broker.stop()
     lines = [r.getMessage() for r in caplog.records if r.name == "stream_app.stream.connection"]
     assert len(lines) == 2 and "does not answer" in lines[0] and "answers again" in lines[1]
+
+
+@pytest.mark.broker
+@pytest.mark.xdist_group("three_nodes")  # one three-node cluster at a time
+async def test_a_frozen_broker_is_named_and_avoided_by_the_other_clients_until_it_answers():
+    """A broker that takes connections but never answers (SIGSTOP): the watch names it,
+    every other client of the process leaves it (stream/kafka_io.py), until it answers."""
+    kafka_io.silent_brokers_avoided()  # as run_worker does
+    cluster = start_broker(nodes=3)
+    watch = BrokerWatch({"bootstrap_servers": cluster.bootstrap}, timeout=1.0)
+    frozen = cluster.node(2).process
+    try:
+        assert await watch.check() and watch.health() == "connected" and watch.answering == 3
+        os.killpg(frozen.pid, signal.SIGSTOP)
+        try:
+            assert await watch.check()  # the cluster answers
+            assert watch.health() == "connected; broker 2 does not answer" and watch.answering == 2
+            address = ("127.0.0.1", cluster.node(2).port)
+            assert kafka_io._silent == {address}
+            client = AIOKafkaClient(bootstrap_servers=cluster.bootstrap)
+            assert [(host, port) for host, port, _ in client.hosts][-1] == address
+        finally:
+            os.killpg(frozen.pid, signal.SIGCONT)
+        await asyncio.sleep(0.5)
+        assert await watch.check() and watch.health() == "connected" and kafka_io._silent == frozenset()
+    finally:
+        await watch.close()
+        cluster.stop()

@@ -146,3 +146,44 @@ async def test_fausts_controller_lookup_asks_the_next_broker_when_one_is_down():
     assert Transport._get_controller_node is kafka_io._controller_of_any_broker
     assert await Transport._get_controller_node(None, Owner(), Client()) == 2  # it forwards to the controller
     assert asked == [1, 2]
+
+
+@pytest.fixture
+def avoiding():
+    """The process-wide list of brokers to avoid, emptied again afterwards."""
+    yield kafka_io.avoid_brokers
+    kafka_io.avoid_brokers(())
+
+
+async def test_a_broker_found_silent_is_not_connected_to_while_others_answer(avoiding, monkeypatch):
+    """A frozen broker cost each request to it a whole request timeout, one after another
+    (issue #44): every client but the watch's leaves it, and asks for metadata again."""
+    from types import SimpleNamespace
+
+    import aiokafka.client
+
+    kafka_io.silent_brokers_avoided()
+    kafka_io.silent_brokers_avoided()  # idempotent
+    assert aiokafka.client.AIOKafkaClient._get_conn is kafka_io._conn_unless_silent
+    connected = []
+
+    async def connect(client, node_id, **kwargs):
+        connected.append(node_id)
+        return f"connection to {node_id}"
+
+    monkeypatch.setattr(kafka_io, "_get_conn", connect)
+    addresses = {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002)}
+    client = aiokafka.client.AIOKafkaClient(bootstrap_servers="127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003")
+    client.cluster = SimpleNamespace(broker_metadata=lambda node: SimpleNamespace(host=addresses[node][0],
+                                                                                  port=addresses[node][1]))
+    avoiding([addresses[1]])
+    assert await client._get_conn(1) is None and client._md_update_fut is not None  # metadata asked again
+    assert await client._get_conn(2) == "connection to 2"
+    assert await kafka_io.asks_every_broker(client)._get_conn(1) == "connection to 1"  # the watch asks it
+    assert connected == [2, 1]
+    # Bootstrapping: the silent one last, the others still in a random order.
+    other = aiokafka.client.AIOKafkaClient(bootstrap_servers="127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003")
+    orders = {tuple(port for _, port, _ in other.hosts) for _ in range(50)}
+    assert all(order[-1] == 9001 for order in orders) and len(orders) == 2
+    avoiding(())
+    assert {tuple(port for _, port, _ in other.hosts)[-1] for _ in range(50)} == {9001, 9002, 9003}

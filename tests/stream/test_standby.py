@@ -161,6 +161,7 @@ async def test_following_keeps_the_local_store_equal_to_the_owners_committed_sta
         await owner.apply_batch(log[0][step:step + 15] + log[1][step:step + 15])
         await caught_up(store, owner, 0, 1)
     assert standby.records == sum(len(memory.logs[(CHANGELOG, p)]) for p in (0, 1))
+    await until(lambda: standby.behind == 0, "nothing left to read at a take-up")
     for p in (0, 1):
         assert_is_replay(store, p, log[p])
 
@@ -196,7 +197,9 @@ async def test_stop_stores_what_was_read_since_the_last_flush(memory, pair, monk
     await until(lambda: standby.records == len(memory.logs[(CHANGELOG, 0)]), "the changelog read")
     await settle()
     assert rows(store, 0) == {}  # all read, nothing stored yet
+    assert standby.behind == len(memory.logs[(CHANGELOG, 0)])  # a take-up would read it all
     await standby.stop()
+    assert standby.behind is None
     assert rows(store, 0) == rows(owner.store, 0)
 
 

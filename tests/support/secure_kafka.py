@@ -241,9 +241,11 @@ def start_secure_kafka(directory: Path, users: Iterable[str] = ()) -> SecureKafk
     return SecureKafka(cluster, directory, ca, untrusted, client, admin_password, passwords)
 
 
-# The SCRAM users of the session's node: the service's three principals, one with no ACL
-# and one that may only describe topics (tests/e2e/test_kafka_security.py gives the ACLs).
-USERS = ("ratings-worker", "ratings-producer", "ratings-subscriber", "ratings-nobody", "ratings-describer")
+# The SCRAM users of the session's node: the service's three principals, one with no ACL,
+# one that may only describe topics and a worker without its group (tests/e2e/test_kafka_security.py
+# gives the ACLs).
+USERS = ("ratings-worker", "ratings-producer", "ratings-subscriber", "ratings-nobody", "ratings-describer",
+         "ratings-groupless")
 
 
 @pytest.fixture(scope="session")
