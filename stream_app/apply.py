@@ -16,8 +16,14 @@ from typing import Any, Sequence
 from .engine import InvalidMatch, Match, PlayerState, RatingSystem
 from .inputs import BadEvent, Correction, SeasonStart, Void, format_time
 from .leagues import IN_ORDER, LeagueConfig, LeagueRule
-from .rating import (_NO_BOUNDARY, VOIDED, Applied, DuplicateMatch, LeagueState, SeasonStarted, UnknownMatch, apply_at,
-                     order_key, start_season_at)
+from .rating.applied import Applied, SeasonStarted
+from .rating.errors import DuplicateMatch, UnknownMatch
+from .rating.log_rows import order_key
+from .rating.match_step import apply_at
+from .rating.ports import LeagueState
+from .rating.records import VOIDED
+from .rating.season_step import start_season_at
+from .rating.snapshots import NO_BOUNDARY
 from .rerate import Edit, Rerated, rerate
 from .seasons import MANUAL
 
@@ -124,7 +130,7 @@ def start_season(config: LeagueConfig, state: LeagueState, command: SeasonStart)
                        "occurred_at", league)
     arrival = record.get("received", record["matches"])
     record = {**record, "received": arrival + 1, "order_time": command.time}
-    boundary = record.get("boundary", _NO_BOUNDARY)[0]
+    boundary = record.get("boundary", NO_BOUNDARY)[0]
     return start_season_at(rule, state, record, league, command.season, command.time, order_key(command.time, arrival),
                            boundary, True, command)
 

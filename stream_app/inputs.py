@@ -344,7 +344,7 @@ def parse_match(raw: bytes | str | dict[str, Any]) -> Match:
     return validate_match(doc)
 
 
-# Commands on the match-results topic, next to the results (rating.py applies them).
+# Commands on the match-results topic, next to the results (stream_app/rating/ applies them).
 @dataclass(slots=True)
 class Void:
     """match-voided.v1: the result never counted."""

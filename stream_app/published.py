@@ -13,7 +13,8 @@ import orjson
 
 from .engine import Match, Participant, PlayerState, RatingChange, RatingSystem
 from .inputs import SEP, BadEvent, format_time
-from .rating import Applied, SeasonStarted, Tiers
+from .rating.applied import Applied, SeasonStarted
+from .rating.records import Tiers
 from .rerate import Rerated
 
 MAX_DEAD_LETTER_BYTES = 1_000_000  # a dead letter's payload is cut to fit (payload_truncated)

@@ -1,5 +1,5 @@
 """Re-rating a league after its log changed before its end: a result voided,
-corrected, or placed late in time order (rating.py decides which).
+corrected, or placed late in time order (stream_app/rating/ decides which).
 
 A league's ratings are a pure function of its log, so the exact fix is to
 apply the log again from the first entry that changed. It starts from the
@@ -29,8 +29,13 @@ from typing import Any, Iterable, Sequence
 
 from .engine import Match, PlayerState, RatingChange, RatingSystem
 from .leagues import LeagueConfig, LeagueRule
-from .rating import (NO_SNAPSHOT, Applied, Entry, LeagueState, PlayerRecord, SeasonStarted, WorkingRecords, apply_entry,
-                     Tiers, at_boundary, store_seasons, tier_in)
+from .rating.applied import Applied, SeasonStarted
+from .rating.match_step import apply_entry
+from .rating.ports import LeagueState, WorkingRecords
+from .rating.records import NO_SNAPSHOT, Entry, PlayerRecord, Tiers
+from .rating.season_step import store_seasons
+from .rating.snapshots import at_boundary
+from .rating.tiers import tier_in
 from .runtime import no_cyclic_gc
 from .standings import Standings
 

@@ -6,7 +6,7 @@ first). A scheduled season ("weekly", "monthly", "quarterly", "yearly") starts
 with the first result whose occurred_at falls in a later UTC period than the
 season in progress, before that result is rated. A "manual" one starts with a
 season-started command. Either way the start is a place in the league's log:
-a re-rate goes through it exactly as the first time (rating.py, rerate.py).
+a re-rate goes through it exactly as the first time (rating/season_step.py, rerate.py).
 
 At a season's start (the first included) the season that ends, if any, is kept
 as its final standings, and the league's `season_reset` (if any) moves every

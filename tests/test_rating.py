@@ -7,7 +7,8 @@ from stream_app.inputs import BadEvent, parse_match
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.apply import apply_match
-from stream_app.rating import DuplicateMatch, history_entry
+from stream_app.rating.errors import DuplicateMatch
+from stream_app.rating.history import history_entry
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n[leagues."kart*"]\nalgorithm = "elo-pairwise"\n')
 
@@ -67,7 +68,7 @@ def test_systems_without_teams_or_partial_play_refuse_them_naming_the_system(alg
 
 
 def test_a_team_match_survives_the_log_with_its_teams_and_weights():
-    from stream_app.rating import log_entry, match_from_log
+    from stream_app.rating.log_rows import log_entry, match_from_log
 
     m = parse_match({"league": "l", "match_id": "t", "occurred_at": "2026-01-01T00:00:00Z", "participants": [
         {"player": "a", "score": 3, "team": "red", "weight": 0.25}, {"player": "b", "score": 3, "team": "red"},

@@ -1,4 +1,4 @@
-"""Voids, corrections and late results (rating.py, rerate.py), on the replay's
+"""Voids, corrections and late results (stream_app/rating/, rerate.py), on the replay's
 Ledger: the league ends exactly as the replay of the results that count."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from stream_app.published import correction_events
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.apply import apply
-from stream_app.rating import DuplicateMatch
+from stream_app.rating.errors import DuplicateMatch
 from stream_app.rerate import Rerated, proceed
 from tests.support.corrections import CONFIG, cleaned, corrected_leagues, run
 
@@ -202,7 +202,8 @@ def test_a_newcomer_after_a_boundary_writes_no_snapshot_row_and_a_re_rate_from_b
 
 def test_a_players_record_at_a_boundary_follows_since_then_the_first_snapshot_row_then_the_record():
     from stream_app.engine.elo import EloState
-    from stream_app.rating import NO_SNAPSHOT, PlayerRecord, at_boundary
+    from stream_app.rating.records import NO_SNAPSHOT, PlayerRecord
+    from stream_app.rating.snapshots import at_boundary
 
     now = PlayerRecord(EloState(rating=1510.0, matches=3), None, snap=4, since=2)
     then = PlayerRecord(EloState(rating=1490.0, matches=1), None, snap=2, since=2)

@@ -254,7 +254,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 async def _subscribe(args: argparse.Namespace) -> int:
     from aiokafka.errors import KafkaError
 
-    from ..client.connection import KafkaSecurityError, NotAuthorized
+    from ..client.kafka import KafkaSecurityError, NotAuthorized
 
     client = client_from(args)
     out = sys.stdout.buffer

@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator, Callable, Iterable
 from ..inputs import BadEvent
 from ..security import KafkaSecurity
 from ..settings import DEFAULTS, Settings, bootstrap_servers
-from .connection import KafkaConnection
+from .kafka import KafkaConnection
 from .follower import EventFollower
 from .producer import Input, InputProducer, Inputs, Rejected, season_time
 from .reader import MAX_HISTORY_PAGE, ApiError, ApiReader, ApiUnreachable, api_url

@@ -15,7 +15,7 @@ from aiokafka.errors import TopicAuthorizationFailedError
 
 from ..security import KafkaSecurity
 from ..stream.kafka_io import named_topics, topic_partitions
-from .connection import KafkaConnection, NotAuthorized, start_client
+from .kafka import KafkaConnection, NotAuthorized, start_client
 
 log = logging.getLogger(__name__)
 

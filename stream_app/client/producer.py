@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import TopicAuthorizationFailedError
 
 from ..inputs import CORRECTED, SEASON_STARTED, VOIDED, BadEvent, format_time, parse_input
-from .connection import KafkaConnection, NotAuthorized, start_client
+from .kafka import KafkaConnection, NotAuthorized, start_client
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,12 @@ from ..inputs import Correction, SeasonStart, Void
 from ..leagues import LeagueConfig, LeagueRule
 from ..standings import Standings
 from ..apply import apply
-from ..rating import (VOIDED, Applied, Entry, DuplicateMatch, PlayerRecord, SeasonStarted, build_standings,
-                      history_dropped, history_entry, store_seasons)
+from ..rating.applied import Applied, SeasonStarted
+from ..rating.errors import DuplicateMatch
+from ..rating.history import history_dropped, history_entry
+from ..rating.records import VOIDED, Entry, PlayerRecord
+from ..rating.season_step import store_seasons
+from ..rating.tiers import build_standings
 from ..rerate import InMemoryWorkingRecords, Rerated
 from ..seasons import archive_entry, sorted_final
 

@@ -23,14 +23,14 @@ from faust.types import TP
 
 from .. import runtime
 from ..client import bootstrap_servers
-from ..client.connection import NotAuthorized
+from ..client.kafka import NotAuthorized
 from ..processes import exit_unless_done
 from ..inputs import MAX_EVENT_BYTES
 from ..leagues import LeagueConfig
 from ..settings import Settings
 from . import kafka_io, membership, observe
 from .api import Api
-from .connection import BrokerWatch
+from .broker_watch import BrokerWatch
 from .intake import Intake, KafkaTopicReader
 from .reads import Reads
 from .standby import Standby

@@ -62,7 +62,7 @@ class BatchLoop:
         self.ensure_topics: Callable[[], Awaitable[None]] | None = None
         self.started_over: list[dict[str, Any]] = []  # input partitions found to have started over (for /health)
         self.trouble: str | None = None  # why the partitions cannot be taken up, while they cannot (for /health)
-        # Set when more brokers answer (stream/connection.py): a recovery backing off tries at once.
+        # Set when more brokers answer (stream/broker_watch.py): a recovery backing off tries at once.
         self.wake = asyncio.Event()
         self._task: asyncio.Task | None = None
 

@@ -219,7 +219,7 @@ _hosts = aiokafka.client.AIOKafkaClient.hosts
 
 def avoid_brokers(addresses: Iterable[tuple[str, int]]) -> None:
     """Set the brokers (host, port) every client of this process avoids from now on: none
-    to avoid none. Called by stream/connection.py's BrokerWatch after each check."""
+    to avoid none. Called by stream/broker_watch.py's BrokerWatch after each check."""
     global _silent
     _silent = frozenset(addresses)
 

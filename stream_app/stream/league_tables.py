@@ -1,5 +1,5 @@
 """One partition's leagues in the worker's tables (stream/tables.py), as
-apply.apply reads and writes them (the `LeagueState` port of rating.py): the
+apply.apply reads and writes them (the `LeagueState` port of rating/ports.py): the
 tables' committed records plus the batch in progress (a PartitionTransaction).
 """
 
@@ -12,8 +12,12 @@ import orjson
 from ..engine import Match, RatingSystem
 from ..leagues import LeagueConfig, LeagueRule
 from ..standings import Standings
-from ..rating import (ABSENT, Applied, Entry, PlayerRecord, SeasonStarted, build_standings, history_dropped, log_entry, entry_from_log,
-                      store_seasons)
+from ..rating.applied import Applied, SeasonStarted
+from ..rating.history import history_dropped
+from ..rating.log_rows import entry_from_log, log_entry
+from ..rating.records import ABSENT, Entry, PlayerRecord
+from ..rating.season_step import store_seasons
+from ..rating.tiers import build_standings
 from .tables import (BASE, BOUNDARIES, FINALS, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, SINCE, SNAP,
                      SNAPSHOTS, WORKING, boundary_key, final_key, history_key, league_prefix, log_key, match_key,
                      player_key, player_state, season_key, snapshot_key, stored_player)

@@ -23,7 +23,7 @@ import orjson
 
 from ..inputs import SEP
 from ..leagues import LeagueConfig
-from ..rating import history_entry
+from ..rating.history import history_entry
 from ..runtime import keep_survivors
 from ..standings import Standing, Standings
 from .partitioner import league_partition

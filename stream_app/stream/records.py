@@ -17,7 +17,8 @@ from ..engine import Match
 from ..inputs import BadEvent, parse_input
 from ..leagues import IN_ORDER, LeagueConfig
 from ..published import dead_letter, events_of
-from ..rating import Applied, DuplicateMatch, SeasonStarted
+from ..rating.applied import Applied, SeasonStarted
+from ..rating.errors import DuplicateMatch
 from ..rerate import Rerated, proceed
 from .commit import Output
 from ..standings import Standings

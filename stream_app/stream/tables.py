@@ -12,15 +12,16 @@ import orjson
 
 from ..engine import Match
 from ..inputs import SEP
-from ..rating import Applied, log_entry, match_from_log
+from ..rating.applied import Applied
+from ..rating.log_rows import log_entry, match_from_log
 from .transaction import Tables
 
 # Tables: one key space per partition, each table's keys behind its own first byte.
 PLAYERS = "players"
 LEAGUES = "leagues"
-MATCHES = "matches"  # each match's place in its league's log (rating.py)
+MATCHES = "matches"  # each match's place in its league's log (rating/log_rows.py)
 HISTORY = "history"
-LOG = "log"  # each league's results in order (rating.py)
+LOG = "log"  # each league's results in order (rating/log_rows.py)
 SNAPSHOTS = "snapshots"  # players' states at the log's boundaries
 BOUNDARIES = "boundaries"
 WORKING = "working"  # the player records a re-rate rebuilds (rerate.py)

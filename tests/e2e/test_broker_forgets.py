@@ -22,7 +22,7 @@ from tests.support.workers import FAST_GROUP, WorkerProcess, assigned, wait_for
 
 # Unfiltered, aiokafka logs about 30 lines a second while the broker is down: 20 s would be
 # some 600 lines against the 20 allowed. (Longer shows nothing more: the filter's
-# once-a-minute repeats are tested in tests/stream/test_connection.py.)
+# once-a-minute repeats are tested in tests/stream/test_broker_watch.py.)
 OUTAGE_SECONDS = 20
 RESENT = 15  # results applied before the broker forgot them, sent again after
 

@@ -35,7 +35,7 @@ import orjson
 import pytest
 
 from stream_app.client import RatingsClient
-from stream_app.client.connection import KafkaSecurityError
+from stream_app.client.kafka import KafkaSecurityError
 from stream_app.security import KafkaSecurity
 from tests.support.brokers import KAFKA_MISSING
 from tests.support.ports import free_port

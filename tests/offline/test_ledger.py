@@ -14,7 +14,7 @@ from stream_app.engine import Match, Participant
 from stream_app.inputs import BadEvent, Correction, SeasonStart, Void
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.ledger import Ledger
-from stream_app.rating import VOIDED
+from stream_app.rating.records import VOIDED
 from stream_app.rerate import Rerated
 
 CONFIG = LeagueConfig.from_toml("""

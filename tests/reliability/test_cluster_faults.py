@@ -28,7 +28,7 @@ from tests.support.leagues import (CONFIG, assert_same_state, config_file, leagu
 from tests.support.names import unique_name
 from tests.support.workers import FAST_GROUP, WorkerProcess, started_over_lines, wait_for
 
-# One three-node cluster at a time: tests/client/test_connection.py's runs in this group too.
+# One three-node cluster at a time: tests/client/test_kafka.py's runs in this group too.
 pytestmark = [pytest.mark.reliability, pytest.mark.xdist_group("three_nodes")]
 
 DOWN_SECONDS = 7.0  # how long a killed broker stays down: past the 5 s that fence it

@@ -29,7 +29,7 @@ from stream_app.stream.commit import Fenced, store_committed
 from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
-from stream_app.rating import history_entry
+from stream_app.rating.history import history_entry
 from stream_app.stream.tables import (FINALS, HISTORY, LEAGUES, PLAYERS, SEASONS, TABLE_PREFIX, TABLES, history_prefix,
                                      player_state, season_key)
 from stream_app.stream.store import LocalStore

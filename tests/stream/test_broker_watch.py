@@ -1,4 +1,4 @@
-"""stream/connection.py: a broker that stops answering is said once (gauge, /health,
+"""stream/broker_watch.py: a broker that stops answering is said once (gauge, /health,
 one log line each way), a broker of several that stops answering is named and left by
 the other clients, and the Kafka clients' repeated messages are logged once a minute."""
 
@@ -11,7 +11,7 @@ import pytest
 from aiokafka.client import AIOKafkaClient
 
 from stream_app.stream import kafka_io, observe
-from stream_app.stream.connection import REPEAT_SECONDS, BrokerWatch, RepeatFilter
+from stream_app.stream.broker_watch import REPEAT_SECONDS, BrokerWatch, RepeatFilter
 from tests.support.brokers import start_broker
 
 
@@ -48,7 +48,7 @@ def test_the_filter_sits_on_every_kafka_client_logger():
 
 @pytest.mark.broker
 async def test_the_watch_says_when_the_broker_stops_answering_and_when_it_is_back(caplog):
-    caplog.set_level(logging.WARNING, logger="stream_app.stream.connection")
+    caplog.set_level(logging.WARNING, logger="stream_app.stream.broker_watch")
     broker = start_broker()
     watch = BrokerWatch({"bootstrap_servers": broker.bootstrap}, timeout=2.0)
     try:
@@ -65,7 +65,7 @@ async def test_the_watch_says_when_the_broker_stops_answering_and_when_it_is_bac
     finally:
         await watch.close()
         broker.stop()
-    lines = [r.getMessage() for r in caplog.records if r.name == "stream_app.stream.connection"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "stream_app.stream.broker_watch"]
     assert len(lines) == 2 and "does not answer" in lines[0] and "answers again" in lines[1]
 
 
