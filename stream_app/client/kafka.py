@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable, Iterable, TypeVar
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAuthorizationFailedError
 
 from ..security import KafkaSecurity
-from ..settings import DEFAULTS, bootstrap_servers
+from ..settings import DEFAULTS, Settings, bootstrap_servers
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -117,6 +117,12 @@ class KafkaConnection:
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
     client_id: str = "ratings-client"
     request_timeout: float = 30.0
+
+    @classmethod
+    def of(cls, settings: Settings) -> "KafkaConnection":
+        """The broker, topics and security of a worker's settings."""
+        return cls(settings.broker, settings.match_topic, settings.changes_topic, settings.dlq_topic,
+                   settings.partitions, settings.security or KafkaSecurity())
 
     @property
     def bootstrap(self) -> str:

@@ -5,7 +5,7 @@ lets a metadata request create one, stream/kafka_io.py)."""
 
 from __future__ import annotations
 
-from ..client import RatingsClient
+from ..client.kafka import KafkaConnection
 from ..settings import Settings
 
 
@@ -18,14 +18,9 @@ async def ensure_topics(settings: Settings) -> None:
     counts differ from --partitions (leagues would map to the wrong partitions).
     At start, and again before partitions are taken up: a broker that forgot its
     topics gets them back with the right counts."""
-    client = RatingsClient.from_settings(settings)
-    await client.start(ensure_topics=False)
-    try:
-        counts = await client.ensure_topics(settings.partitions, extra=[settings.forward_topic],
-                                            compacted=[settings.changelog_topic],
-                                            required=[settings.match_topic, settings.changes_topic, settings.dlq_topic])
-    finally:
-        await client.stop()
+    counts = await KafkaConnection.of(settings).ensure_topics(
+        settings.partitions, extra=[settings.forward_topic], compacted=[settings.changelog_topic],
+        required=[settings.match_topic, settings.changes_topic, settings.dlq_topic])
     for topic in (*settings.input_topics, settings.changelog_topic):  # (a hidden one raised NotAuthorized)
         if counts.get(topic) != settings.partitions:
             raise TopicsMismatch(f"topic {topic!r} has {counts.get(topic)} partitions but --partitions is "
@@ -36,4 +31,4 @@ async def check_start(settings: Settings) -> None:
     """Before a worker starts: its topics made (as `ensure_topics`), and its consumer group
     one its principal may use (NotAuthorized otherwise: the group would wait silently)."""
     await ensure_topics(settings)
-    await RatingsClient.from_settings(settings).connection.check_group(settings.app_id)
+    await KafkaConnection.of(settings).check_group(settings.app_id)
