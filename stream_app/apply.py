@@ -2,7 +2,7 @@
 corrects one. The one path, used by `ratings replay` and by the stream worker
 alike, which is why the two agree bit for bit.
 
-A result goes at the end of its league's log (rating.apply_at rates it there),
+A result goes at the end of its league's log (rating.match_step.apply_at rates it there),
 unless its league has `late_results = "in_order"` and it happened before the
 latest result: then it goes at its place in time. A void, a correction, or such
 a late result changes the log before its end, and the league is re-rated from

@@ -6,7 +6,7 @@ apply the log again from the first entry that changed. It starts from the
 last boundary at or before that entry: each player's state at the boundary is
 their first snapshot row at or after it (written when their state first
 changed after it), else their current record (it has not changed since). The
-entries from there on are applied again through `rating.apply_at`, the same
+entries from there on are applied again through `rating.match_step.apply_at`, the same
 step as any match, and every snapshot row and boundary past the starting one
 is written anew on the way. Then each player's record is replaced, and every
 player whose rating state changed gets one correction: the state last

@@ -87,7 +87,7 @@ def snapshot_key(league: str, number: int, player: str) -> bytes:
 
 # The stream's player record is the rating state plus the time of the player's
 # last match with an occurred_at (inactivity is judged by it) and the boundary of
-# the interval it was written in (rating.PlayerRecord; 0 when absent). Their names
+# the interval it was written in (rating.records.PlayerRecord; 0 when absent). Their names
 # must not be fields of any rating state (elo-mmr's has its own `last_time`).
 LAST_TIME = "last_occurred"
 SNAP = "snap"
