@@ -199,6 +199,40 @@ def measure(lines: list[bytes], config: LeagueConfig, repeat: int) -> dict[str, 
     }
 
 
+def calls_per_match(lines: list[bytes], config: LeagueConfig) -> dict[str, float]:
+    """Python calls a match (cProfile counts every function and builtin called), over
+    the second half of the matches (the first makes the players): the worker's path
+    as `measure` runs it, without the broker; and the offline replay's, an input applied
+    to its in-memory ledger (its lines are parsed in another process: stream_app/offline/replay.py)."""
+    import cProfile
+    import pstats
+
+    from stream_app.offline.ledger import Ledger
+
+    half = len(lines) // 2 // BATCH * BATCH
+
+    def counted(work) -> float:
+        profile = cProfile.Profile()
+        profile.enable()
+        work()
+        profile.disable()
+        return sum(entry[1] for entry in pstats.Stats(profile).stats.values()) / (len(lines) - half)
+
+    found = {}
+    with tempfile.TemporaryDirectory(prefix="profile-calls-") as directory:
+        worker = Run(config, Path(directory))
+        for first in range(0, half, BATCH):
+            worker.batch(lines[first:first + BATCH], first, "handle")
+        found["worker"] = counted(lambda: [worker.batch(lines[first:first + BATCH], first, "handle")
+                                           for first in range(half, len(lines), BATCH)])
+        worker.close()
+    ledger, inputs = Ledger(config), [parse_input(line) for line in lines]
+    for item in inputs[:half]:
+        ledger.apply(item)
+    found["replay"] = counted(lambda: [ledger.apply(item) for item in inputs[half:]])
+    return found
+
+
 def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3,
         compiled: bool = True) -> dict[str, Any]:
     """The stages in this process, then (with `compiled`) in a process running the
@@ -233,8 +267,10 @@ def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3
         print(f"  {kind}: {1e6 / totals[kind]:,.0f} matches/s on one core, before the broker's share; "
               f"{totals[kind] / least:.2f} x the floor")
     print(f"  floor: {least:.1f} us a match, the same work in one loop with nothing around it (`floor`)")
+    calls = calls_per_match(lines, config)
+    print(f"  Python calls a match ({here}, cProfile): worker {calls['worker']:.1f}, replay {calls['replay']:.1f}")
     return {"matches": len(lines), "history_max": history_max, "us_per_match": found, "total_us": totals,
-            "floor_us": least}
+            "floor_us": least, "calls_per_match": calls}
 
 
 def main(argv: list[str] | None = None) -> int:
