@@ -209,9 +209,10 @@ def test_prometheus_scrapes_the_worker(broker, tmp_path, start_prometheus):
         asyncio.run(_publish(broker.url, topics, events))
         wait_for(prometheus.ready, 30, "prometheus to be ready", workers=[worker])
         total = sum(applied.values())
-        wait_for(lambda: (worker.health() or {}).get("rerates") == 1, 60, f"the worker to apply {total} matches and a void",
-                 workers=[worker])
-        assert worker.health()["applied"] == total
+        # Both counted: a batch's re-rates are counted as it applies them, its matches once it is committed.
+        health = wait_for(lambda: (h := worker.health() or {}).get("rerates") == 1 and h.get("applied") == total and h,
+                          60, f"the worker to apply {total} matches and a void", workers=[worker])
+        assert health["applied"] == total and health["rerates"] == 1
 
         # Prometheus has scraped the worker's /metrics: every league's count, as published.
         def scraped() -> dict[str, float] | None:

@@ -63,14 +63,15 @@ def test_the_standby_takes_over_a_killed_owners_partitions_without_a_full_restor
                  workers=[a, b])
         time.sleep(2 * FLUSH_SECONDS)
         # Kill the owner mid-stream: the standby takes its partitions over.
-        owned_by_a = set(a.health()["assigned_partitions"])
-        read_before = b.health()["take_up_records"]
+        # (Each asked until it answers: on a busy machine a worker's /health can take over its 2 s.)
+        owned_by_a = set(wait_for(a.health, 30, "a's health", workers=[a, b])["assigned_partitions"])
+        read_before = wait_for(b.health, 30, "b's health", workers=[a, b])["take_up_records"]
         a.kill()
         killed = time.monotonic()
         wait_for(lambda: assigned(b) == set(range(8)), 60, "the survivor to own every partition", workers=[b])
         took_over = time.monotonic() - killed
         changelog = asyncio.run(records_in(broker.bootstrap, f"{prefix}-state-changelog"))
-        read = b.health()["take_up_records"] - read_before
+        read = wait_for(b.health, 30, "b's health", workers=[b])["take_up_records"] - read_before
         # Only the tail past the standby's last checkpoints (a take-up from empty reads them all).
         assert read < 0.2 * changelog * len(owned_by_a) / 8, f"read {read} of {changelog}:\n{b.log_tail(lines=80)}"
         publisher.join(120)
