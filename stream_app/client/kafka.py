@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, TypeVar
 
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAuthorizationFailedError
 
@@ -152,18 +153,13 @@ class KafkaConnection:
         the match topic) unless it is `required`; NotAuthorized if it may not describe a
         required, `extra` or `compacted` one, or may describe but not create a missing one.
         """
-        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+        from aiokafka.admin import NewTopic
 
         partitions = partitions or self.partitions
         extra, compacted = list(extra), list(compacted)
         needed = {*extra, *compacted, *required}
         names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra, *compacted]
-        # Each request waits at most ATTEMPT_SECONDS: one sent to a broker that is dying (its
-        # port still takes connections) is then sent again to another before the deadline.
-        options = {**self.options(), "request_timeout_ms": int(min(self.request_timeout, ATTEMPT_SECONDS) * 1000)}
-        admin = AIOKafkaAdminClient(**options)
-        try:
-            await start_client(admin, self.security)
+        async with self._admin() as admin:
             deadline = time.monotonic() + self.request_timeout
             existing = set(await _retried(admin.list_topics, deadline))
             missing = [name for name in names if name not in existing]
@@ -198,32 +194,40 @@ class KafkaConnection:
                         raise RuntimeError(f"cannot create topic {name!r}: error {code}: {message}")
                 names = [name for name in names if name not in hidden]
             described = await _described(admin, names, self.request_timeout)
-        finally:
-            await admin.close()
         counts = {entry["topic"]: len(entry["partitions"]) for entry in described}
         for name, count in counts.items():
             if count != partitions:
                 log.warning("topic %r has %d partitions, not %d", name, count, partitions)
         return counts
 
-
     async def check_group(self, group: str) -> None:
         """NotAuthorized if the principal may not use consumer group `group`. Without an ACL
         on it, aiokafka's group member asks for its coordinator again and again and a worker
         waited silently, never given a partition (issue #44): asked once here, the broker says
         GROUP_AUTHORIZATION_FAILED. (READ on the group implies the DESCRIBE this needs.)"""
-        from aiokafka.admin import AIOKafkaAdminClient
         from aiokafka.errors import GroupAuthorizationFailedError
+
+        try:
+            async with self._admin() as admin:
+                await _retried(lambda: admin.find_coordinator(group), time.monotonic() + self.request_timeout)
+        except GroupAuthorizationFailedError:
+            raise NotAuthorized(f"{self.security.principal} may not use consumer group {group!r} "
+                                "(GROUP_AUTHORIZATION_FAILED): a worker needs the ACL READ on its group, named "
+                                "by --app-id (docs/operations.md, Access control)") from None
+
+    @asynccontextmanager
+    async def _admin(self) -> AsyncIterator[Any]:
+        """An aiokafka admin client of this connection, started, closed afterwards. Each of
+        its requests waits at most ATTEMPT_SECONDS: one sent to a broker that is dying (its
+        port still takes connections) is then sent again to another before the caller's
+        deadline (`_retried`)."""
+        from aiokafka.admin import AIOKafkaAdminClient
 
         options = {**self.options(), "request_timeout_ms": int(min(self.request_timeout, ATTEMPT_SECONDS) * 1000)}
         admin = AIOKafkaAdminClient(**options)
         try:
             await start_client(admin, self.security)
-            await _retried(lambda: admin.find_coordinator(group), time.monotonic() + self.request_timeout)
-        except GroupAuthorizationFailedError:
-            raise NotAuthorized(f"{self.security.principal} may not use consumer group {group!r} "
-                                "(GROUP_AUTHORIZATION_FAILED): a worker needs the ACL READ on its group, named "
-                                "by --app-id (docs/operations.md, Access control)") from None
+            yield admin
         finally:
             await admin.close()
 

@@ -84,8 +84,7 @@ class BrokerWatch:
         self.repeats = RepeatFilter()
         self._summary_at = time.monotonic()
         self._client: AIOKafkaClient | None = None
-        self._known: set[int] = set()  # node ids of the cluster's brokers, ever seen
-        self._addresses: dict[int, tuple[str, int]] = {}  # node id: (host, port), as last seen
+        self._known: dict[int, tuple[str, int]] = {}  # the cluster's brokers ever seen: node id -> (host, port)
         self.silent: list[int] = []  # node ids of the cluster's brokers that did not answer the last check
         self.answering = self.brokers = 0  # of the known brokers, at the last check
         self.on_back: Callable[[], Awaitable[None]] | None = None  # run when the broker answers again
@@ -129,8 +128,7 @@ class BrokerWatch:
             self._client = client
         # Every node seen, not only those of the latest metadata: a broker that stopped
         # is left out of the cluster's metadata once fenced, but it is still down.
-        self._known.update(broker.nodeId for broker in self._client.cluster.brokers())
-        self._addresses.update({broker.nodeId: (broker.host, broker.port) for broker in self._client.cluster.brokers()})
+        self._known.update({broker.nodeId: (broker.host, broker.port) for broker in self._client.cluster.brokers()})
         nodes = sorted(self._known)
         if not nodes:
             raise ConnectionError("no broker known")
@@ -142,8 +140,7 @@ class BrokerWatch:
         silent = [node for node, answer in zip(nodes, answers) if isinstance(answer, BaseException)]
         for answer in answers:
             if not isinstance(answer, BaseException):
-                self._known.update(broker[0] for broker in answer.brokers)
-                self._addresses.update({broker[0]: (broker[1], broker[2]) for broker in answer.brokers})
+                self._known.update({broker[0]: (broker[1], broker[2]) for broker in answer.brokers})
         if silent != self.silent:
             if silent and len(silent) < len(nodes):
                 log.warning("broker %s of %d does not answer: the others are asked meanwhile",
@@ -152,8 +149,7 @@ class BrokerWatch:
                 log.warning("every broker answers again (%d)", len(nodes))
         self.silent = silent
         # Every other client avoids them while others answer (none answering: nothing to prefer).
-        kafka_io.avoid_brokers([self._addresses[node] for node in silent if node in self._addresses]
-                               if len(silent) < len(nodes) else ())
+        kafka_io.avoid_brokers([self._known[node] for node in silent] if len(silent) < len(nodes) else ())
         more = len(nodes) - len(silent) > self.answering
         self.answering, self.brokers = len(nodes) - len(silent), len(nodes)
         if more and self.on_more is not None:
