@@ -54,7 +54,7 @@ from stream_app import runtime
 from stream_app.stream.changelog import Checkpoint
 from stream_app.stream.league_tables import PartitionLeagues
 from stream_app.stream.records import RecordHandler
-from stream_app.stream.tables import TABLES
+from stream_app.stream.tables import tables_for
 from stream_app.stream.transaction import PartitionTransaction
 from stream_app.stream.store import LocalStore
 
@@ -77,7 +77,7 @@ class Run:
     def __init__(self, config: LeagueConfig, directory: Path):
         self.config = config
         self.store = LocalStore(directory)
-        self.state = PartitionTransaction(0, Checkpoint(), lambda key: self.store.get(0, key), TABLES,
+        self.state = PartitionTransaction(0, Checkpoint(), lambda key: self.store.get(0, key), tables_for(config),
                                           lambda start, end: self.store.scan_range(0, start, end))
         self.handler = RecordHandler(config, 1, "forward")
         self.tally = observe.Tally(config)

@@ -24,7 +24,7 @@ from .changelog import Checkpoint, StartedOver, input_fingerprint
 from .commit import TopicReader, Committer, Sender
 from .intake import Intake, Positions
 from .records import Outcome, RecordHandler, is_duplicate
-from .tables import JOBS, TABLES
+from .tables import JOBS, tables_for
 from .transaction import PartitionTransaction
 from .store import LocalStore
 from .tasks import cancel
@@ -47,7 +47,7 @@ class BatchLoop:
         self.handler = RecordHandler(config, settings.partitions, settings.forward_topic, settings.rerate_part)
         outputs = {"change": settings.changes_topic, "dead_letter": settings.dlq_topic, "forward": settings.forward_topic}
         # What a take-up needs to make the tables again from the changelog (a standby's too).
-        self.deriving = (TABLES, self.handler.derive)
+        self.deriving = (tables_for(config), self.handler.derive)
         self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs, *self.deriving)
         self.tally = observe.Tally(config)
         self.partitions: dict[int, PartitionTransaction] = {}  # taken up since the last rebalance

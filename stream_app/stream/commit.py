@@ -47,7 +47,6 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol
 
-import orjson
 
 from . import observe
 from .changelog import (CHECKPOINT, ENTRY, START, Checkpoint, ChangelogRule, RecordWriter, StartedOver,
@@ -341,10 +340,8 @@ def store_committed(store: LocalStore, partition: int, reader: ChangelogRule, ta
 def apply_records(state: PartitionTransaction, records: Iterable[tuple[int, memoryview]], derive: Derive) -> None:
     """Committed changelog records, in order, as local writes: a row as it is, an
     entry through the domain."""
-    table_of = state.tables.table_of
     for kind, payload in records:
         if kind == ENTRY:
             derive(state, payload)
         else:
-            key, value = row_of(payload)
-            state.put(table_of[key[:1]], key[1:], None if value is None else orjson.loads(value))
+            state.put_stored(*row_of(payload))

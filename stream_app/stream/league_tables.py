@@ -18,9 +18,9 @@ from ..rating.log_rows import entry_from_log, log_entry
 from ..rating.records import ABSENT, Entry, PlayerRecord
 from ..rating.season_step import store_seasons
 from ..rating.tiers import build_standings
-from .tables import (BASE, BOUNDARIES, FINALS, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, SINCE, SNAP,
-                     SNAPSHOTS, WORKING, boundary_key, final_key, history_key, league_prefix, log_key, match_key,
-                     player_key, player_state, season_key, snapshot_key, stored_player)
+from .tables import (BOUNDARIES, FINALS, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, SNAPSHOTS, WORKING,
+                     boundary_key, final_key, history_key, league_prefix, log_key, match_key, player_key, record_of,
+                     season_key, snapshot_key, stored_record)
 from .transaction import PartitionTransaction
 
 
@@ -51,8 +51,7 @@ class PartitionLeagues:
         found: list[PlayerRecord | None] = []
         for name in names:
             key = keys[name] = player_key(league, name)
-            raw = get(PLAYERS, key)
-            found.append(None if raw is None else _player_record(raw, system))
+            found.append(get(PLAYERS, key))
         return found
 
     def save(self, applied: Applied) -> None:
@@ -65,7 +64,7 @@ class PartitionLeagues:
         for change, record in zip(applied.changes, applied.records):
             name = change.player
             key = keys.get(name)
-            put(PLAYERS, player_key(league, name) if key is None else key, _stored(record))
+            put(PLAYERS, player_key(league, name) if key is None else key, record)
         if place.new:
             put(MATCHES, match_key(league, match.match_id), {"key": place.key.hex()})
             put(LOG, log_key(league, place.key), log_entry(match))
@@ -77,8 +76,7 @@ class PartitionLeagues:
 
     def league_players(self, league: str, system: RatingSystem) -> list[tuple[str, PlayerRecord]]:
         prefix = league_prefix(league)
-        return [(key[len(prefix):].decode(), _player_record(raw, system))
-                for key, raw in self.state.scan(PLAYERS, prefix, _after(prefix))]
+        return [(key[len(prefix):].decode(), record) for key, record in self.state.scan(PLAYERS, prefix, _after(prefix))]
 
     def standings(self, league: str, rule: LeagueRule) -> Standings | None:
         boards = self.boards
@@ -103,7 +101,7 @@ class PartitionLeagues:
         for name, record in started.snapshots:
             self.put_snapshot(league, place.boundary, name, record)
         for change, record in zip(started.changes, started.records):
-            put(PLAYERS, player_key(league, change.player), _stored(record))
+            put(PLAYERS, player_key(league, change.player), record)
         if place.new and started.entry is not None:
             put(LOG, log_key(league, place.key), log_entry(started.entry))
         put(LEAGUES, league.encode(), started.record)
@@ -160,11 +158,11 @@ class PartitionLeagues:
             name = key[at:].decode()
             if name in names and name not in found:
                 value = orjson.loads(raw) if type(raw) is bytes else raw
-                found[name] = None if value == ABSENT else _player_record(value, system)
+                found[name] = None if value == ABSENT else record_of(value, system)
         return found
 
     def put_snapshot(self, league: str, number: int, player: str, record: PlayerRecord | None) -> None:
-        self.state.put(SNAPSHOTS, snapshot_key(league, number, player), ABSENT if record is None else _stored(record))
+        self.state.put(SNAPSHOTS, snapshot_key(league, number, player), ABSENT if record is None else stored_record(record))
 
     def forget_snapshots(self, league: str, after: int) -> None:
         end = _after(league_prefix(league))
@@ -173,7 +171,7 @@ class PartitionLeagues:
                 self.state.put(table, key, None)
 
     def put_player(self, league: str, name: str, record: PlayerRecord | None) -> None:
-        self.state.put(PLAYERS, player_key(league, name), None if record is None else _stored(record))
+        self.state.put(PLAYERS, player_key(league, name), record)
 
     def forget_history(self, league: str, player: str, first: int, last: int) -> None:
         for seq in range(first, last + 1):
@@ -212,7 +210,7 @@ class StoredWorkingRecords:
         if name in self.records:
             return self.records[name]
         raw = self.state.get(WORKING, player_key(self.league, name))
-        record = self.records[name] = None if raw is None or raw == ABSENT else _player_record(raw, self.system)
+        record = self.records[name] = None if raw is None or raw == ABSENT else record_of(raw, self.system)
         return record
 
     def set(self, name: str, record: PlayerRecord | None) -> None:
@@ -222,7 +220,7 @@ class StoredWorkingRecords:
     def flush(self) -> None:
         for name in self.changed:
             record = self.records[name]
-            self.state.put(WORKING, player_key(self.league, name), ABSENT if record is None else _stored(record))
+            self.state.put(WORKING, player_key(self.league, name), ABSENT if record is None else stored_record(record))
         self.changed.clear()
 
     def names(self) -> list[str]:
@@ -240,12 +238,3 @@ class StoredWorkingRecords:
 def _after(prefix: bytes) -> bytes:
     """The first key above every key with this prefix."""
     return prefix[:-1] + bytes([prefix[-1] + 1])
-
-
-def _player_record(raw: dict[str, Any], system: RatingSystem) -> PlayerRecord:
-    data, last = player_state(raw)
-    return PlayerRecord(system.state_from_dict(data), last, raw.get(SNAP, 0), raw.get(SINCE, 0), raw.get(BASE, 0))
-
-
-def _stored(record: PlayerRecord) -> dict[str, Any]:
-    return stored_player(record.state.to_dict(), record.last_time, record.snap, record.since, record.base)

@@ -198,18 +198,15 @@ class Reads:
         write, with no await between): move its leagues' kept standings."""
         if not self._kept:
             return
-        readers: dict[str, Callable[[dict[str, Any]], Standing]] = {}
         for (table, key), value in overlay.items():
-            if table == PLAYERS:
+            if table == PLAYERS:  # (a PlayerRecord: stream/tables.py PlayerCodec)
                 league_key, _, name = key.partition(_SEP)
-                league = league_key.decode()
-                kept = self._kept.get(league)
+                kept = self._kept.get(league_key.decode())
                 if kept is None or value is None:
                     continue
-                reader = readers.get(league)
-                if reader is None:
-                    reader = readers[league] = self._standing_reader(league)
-                self._apply(kept, "player", (name.decode(), reader(value)))
+                state = value.state
+                self._apply(kept, "player", (name.decode(), Standing(state.rating, state.matches, state.uncertainty,
+                                                                     value.last_time)))
             elif table == LEAGUES and value is not None:
                 kept = self._kept.get(key.decode())
                 if kept is None:

@@ -10,10 +10,12 @@ from typing import Any
 
 import orjson
 
-from ..engine import Match
+from ..engine import Match, RatingSystem
 from ..inputs import SEP
+from ..leagues import LeagueConfig
 from ..rating.applied import Applied
 from ..rating.log_rows import log_entry, match_from_log
+from ..rating.records import PlayerRecord
 from .transaction import Tables
 
 # Tables: one key space per partition, each table's keys behind its own first byte.
@@ -32,7 +34,13 @@ TABLE_PREFIX = {PLAYERS: b"p", LEAGUES: b"l", MATCHES: b"m", HISTORY: b"h", LOG:
                 WORKING: b"w", JOBS: b"j", SEASONS: b"n", FINALS: b"f"}
 # Committed values of these tables stay cached between batches (read again, batch
 # after batch); other keys (match ids: read once, to find a duplicate) only within one.
-TABLES = Tables(TABLE_PREFIX, cached=frozenset((PLAYERS, LEAGUES)))
+CACHED = frozenset((PLAYERS, LEAGUES))
+
+
+def tables_for(config: LeagueConfig) -> Tables:
+    """The worker's tables: the players' values are PlayerRecords (PlayerCodec), the
+    rest JSON values as they are."""
+    return Tables(TABLE_PREFIX, CACHED, codecs={PLAYERS: PlayerCodec(config)})
 
 
 def store_key(table: str, key: bytes) -> bytes:
@@ -107,6 +115,35 @@ def stored_player(state: dict[str, Any], last_time: float | None, snap: int, sin
     if base:
         state[BASE] = base
     return state
+
+
+def stored_record(record: PlayerRecord) -> dict[str, Any]:
+    return stored_player(record.state.to_dict(), record.last_time, record.snap, record.since, record.base)
+
+
+def record_of(value: dict[str, Any], system: RatingSystem) -> PlayerRecord:
+    """A stored player record (stored_record) as a PlayerRecord of the league's system."""
+    data, last = player_state(value)
+    return PlayerRecord(system.state_from_dict(data), last, value.get(SNAP, 0), value.get(SINCE, 0), value.get(BASE, 0))
+
+
+class PlayerCodec:
+    """The players table's values: a PlayerRecord, stored as its league's system's
+    state dict with the record's markers (stored_record). The transaction keeps the
+    record, so a player read again is not decoded again."""
+
+    def __init__(self, config: LeagueConfig):
+        self.config = config
+
+    def encode(self, record: PlayerRecord) -> bytes:
+        return orjson.dumps(stored_record(record))
+
+    def decode(self, key: bytes, raw: bytes) -> PlayerRecord:
+        league = key[:key.index(_SEP)].decode()
+        return record_of(orjson.loads(raw), self.config.system_for(league))
+
+
+_SEP = SEP.encode()
 
 
 def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:

@@ -23,7 +23,7 @@ in the order the rules need. docs/design.md has the argument; in short:
 from __future__ import annotations
 
 from itertools import islice
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple, Protocol
 
 import orjson
 
@@ -34,18 +34,36 @@ Reader = Callable[[bytes], "bytes | None"]
 # Reads committed rows in order: (start, end) store keys -> (key, bytes) for start <= key < end.
 Scanner = Callable[[bytes, bytes], Iterable[tuple[bytes, bytes]]]
 
+class Codec(Protocol):
+    """How a table's values are stored: the transaction holds them decoded (the
+    domain's objects) and encodes each once, when its batch is committed."""
+
+    def encode(self, value: Any) -> bytes: ...
+
+    def decode(self, key: bytes, raw: bytes) -> Any:
+        """The value stored under `key` (the table's key, without its prefix)."""
+
+
 class Tables:
     """The tables of a partition's key space, as the transaction needs them: each
-    table's key prefix (one byte), and the tables whose committed values stay cached
-    between batches (the rest are cached within a batch only)."""
+    table's key prefix (one byte), the tables whose committed values stay cached
+    between batches (the rest are cached within a batch only), and the codecs of
+    the tables whose values are not JSON as they are."""
 
-    def __init__(self, prefixes: dict[str, bytes], cached: frozenset[str]):
+    def __init__(self, prefixes: dict[str, bytes], cached: frozenset[str], codecs: dict[str, Codec] | None = None):
         self.prefixes = prefixes
         self.table_of = {prefix: table for table, prefix in prefixes.items()}
         self.cached = cached
+        self.codecs = dict(codecs or {})
 
     def key(self, table: str, key: bytes) -> bytes:
         return self.prefixes[table] + key
+
+    def encode(self, table: str, value: Any) -> bytes:
+        return self.codecs[table].encode(value) if table in self.codecs else orjson.dumps(value)
+
+    def decode(self, table: str, key: bytes, raw: bytes) -> Any:
+        return self.codecs[table].decode(key, raw) if table in self.codecs else orjson.loads(raw)
 
 
 # Per partition, the cache starts over when it holds this many entries, or when the
@@ -71,6 +89,10 @@ class CheckpointWrites(NamedTuple):
 
 def _first(item: tuple) -> Any:
     return item[0]
+
+
+def _as_stored(table: str, key: bytes, raw: bytes) -> bytes:
+    return raw
 
 
 def _remember(memo: dict, key: tuple[str, bytes], value: Any) -> None:
@@ -125,7 +147,7 @@ class PartitionTransaction:
         value = (self.cache if cached else self.reads).get(item, _MISSING)
         if value is _MISSING:
             raw = self.read(self.tables.prefixes[item[0]] + item[1])
-            value = None if raw is None else orjson.loads(raw)
+            value = None if raw is None else self.tables.decode(item[0], item[1], raw)
             if cached:
                 self._cache(item, value, 0 if raw is None else len(raw))
             else:
@@ -174,10 +196,15 @@ class PartitionTransaction:
     def record_written(self) -> None:
         """The changelog gets the keys written since the savepoint as rows, with their
         values as they are now (a re-rate: its writes are not made again at a take-up)."""
-        key, get, dumps = self.tables.key, self.get, orjson.dumps
+        key, get, encode = self.tables.key, self.get, self.tables.encode
         for item in dict.fromkeys(item for item, _ in self.journal or ()):
             value = get(*item)
-            self.recorded.append(("row", (key(*item), None if value is None else dumps(value))))
+            self.recorded.append(("row", (key(*item), None if value is None else encode(item[0], value))))
+
+    def put_stored(self, store_key: bytes, raw: bytes | None) -> None:
+        """Write a value as stored (a changelog row): decoded, as every value the overlay holds."""
+        table, key = self.tables.table_of[store_key[:1]], store_key[1:]
+        self.put(table, key, None if raw is None else self.tables.decode(table, key, raw))
 
     def scan(self, table: str, start: bytes, end: bytes, limit: int | None = None,
              raw: bool = False) -> list[tuple[bytes, Any]]:
@@ -194,13 +221,15 @@ class PartitionTransaction:
             committed = [(key[1:], value) for key, value in (rows if limit is None else islice(rows, limit))]
             if limit is not None and len(committed) == limit:
                 end = committed[-1][0] + b"\x00"  # the overlay beyond the last committed row read waits
-        decode = (lambda value: value) if raw else orjson.loads
+        decode = self.tables.decode
+        if raw:
+            decode = _as_stored
         overlaid = sorted((key, value) for (name, key), value in self.overlay.items()
                           if name == table and start <= key < end)
         if not overlaid:
-            return [(key, decode(value)) for key, value in committed]
+            return [(key, decode(table, key, value)) for key, value in committed]
         written = dict(overlaid)
-        found = [(key, decode(value)) for key, value in committed if key not in written]
+        found = [(key, decode(table, key, value)) for key, value in committed if key not in written]
         found += [(key, value) for key, value in overlaid if value is not None]  # None: deleted in this batch
         found.sort(key=_first)
         return found if limit is None else found[:limit]
@@ -258,11 +287,17 @@ class PartitionTransaction:
         dumps = orjson.dumps
         prefix = self.tables.prefixes
         cached_tables = self.tables.cached
+        codecs = self.tables.codecs
         values: dict[bytes, bytes | None] = {}
         to_cache = self.to_cache = []
         for item, value in self.overlay.items():
             table, key = item
-            stored = None if value is None else dumps(value)
+            if value is None:
+                stored = None
+            elif table in codecs:
+                stored = codecs[table].encode(value)
+            else:
+                stored = dumps(value)
             if table in cached_tables:
                 to_cache.append((item, value, 0 if stored is None else len(stored)))
             values[prefix[table] + key] = stored

@@ -10,7 +10,7 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.sample import two_player_league
 from stream_app.stream.changelog import Checkpoint
 from stream_app.stream.records import RecordHandler
-from stream_app.stream.tables import TABLES
+from stream_app.stream.tables import tables_for
 from stream_app.stream.transaction import PartitionTransaction
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')
@@ -21,7 +21,7 @@ def test_the_plain_job_publishes_the_workers_bytes_for_every_participant():
     rng = random.Random(5)
     matches = [e for league in ("elo-a", "elo-b") for e in two_player_league(league, 20, 300, rng)]
     handler = RecordHandler(CONFIG, 1, TOPIC + "-by-league")
-    state = PartitionTransaction(0, Checkpoint(), lambda key: None, TABLES)
+    state = PartitionTransaction(0, Checkpoint(), lambda key: None, tables_for(CONFIG))
     leagues: dict[str, dict] = {}
     draws = 0
     for offset, doc in enumerate(matches):

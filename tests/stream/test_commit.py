@@ -30,8 +30,8 @@ from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
 from stream_app.rating.history import history_entry
-from stream_app.stream.tables import (FINALS, HISTORY, LEAGUES, PLAYERS, SEASONS, TABLE_PREFIX, TABLES, history_prefix,
-                                     player_state, season_key)
+from stream_app.stream.tables import (FINALS, HISTORY, LEAGUES, PLAYERS, SEASONS, TABLE_PREFIX, history_prefix,
+                                     player_state, season_key, tables_for)
 from stream_app.stream.store import LocalStore
 from stream_app.stream.batch_loop import BatchLoop
 from tests.support.corrections import CONFIG as CORRECTIONS_CONFIG
@@ -119,7 +119,7 @@ def changelog_says(broker: MemoryBroker, config: LeagueConfig = CONFIG) -> dict[
             reader = ChangelogRule()
             for offset, (key, value) in enumerate(broker.logs[(CHANGELOG, partition)]):
                 reader.feed(offset, key, value)
-            store_committed(store, partition, reader, TABLES, derive)
+            store_committed(store, partition, reader, tables_for(config), derive)
         tables = local(store)
         store.close()
     return tables
@@ -144,7 +144,7 @@ def made_again(broker: MemoryBroker, partition: int, end: int, directory: Path) 
     reader = ChangelogRule()
     for offset, (key, value) in enumerate(broker.logs[(CHANGELOG, partition)][:end]):
         reader.feed(offset, key, value)
-    store_committed(store, partition, reader, TABLES, RecordHandler(CONFIG, PARTITIONS, SETTINGS.forward_topic).derive)
+    store_committed(store, partition, reader, tables_for(CONFIG), RecordHandler(CONFIG, PARTITIONS, SETTINGS.forward_topic).derive)
     rows = dict(store.scan(partition, b""))
     store.close()
     return rows

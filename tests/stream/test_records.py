@@ -8,7 +8,7 @@ from stream_app.leagues import LeagueConfig
 from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
 from stream_app.stream.changelog import Checkpoint
-from stream_app.stream.tables import TABLES
+from stream_app.stream.tables import tables_for
 from stream_app.stream.transaction import PartitionTransaction
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')
@@ -18,11 +18,11 @@ LINE = orjson.dumps({"league": "chess", "match_id": "1", "participants": [{"play
 
 
 def fresh() -> PartitionTransaction:
-    return PartitionTransaction(0, Checkpoint(), lambda key: None, TABLES)
+    return PartitionTransaction(0, Checkpoint(), lambda key: None, tables_for(CONFIG))
 
 
 def test_records_at_or_below_the_checkpoint_are_skipped_as_redelivered():
-    state = PartitionTransaction(0, Checkpoint(batch=3, offsets={TOPIC: 41}), lambda key: None, TABLES)
+    state = PartitionTransaction(0, Checkpoint(batch=3, offsets={TOPIC: 41}), lambda key: None, tables_for(CONFIG))
     handler = RecordHandler(CONFIG, 1, FORWARD)
     assert handler.handle(state, TOPIC, 0, 41, b"k", LINE).redelivered
     outcome = handler.handle(state, TOPIC, 0, 42, b"k", LINE)
@@ -72,3 +72,17 @@ def test_dead_letters_leave_no_garbage_for_the_cyclic_collector():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_a_player_record_is_stored_as_its_systems_state_dict_with_its_markers_and_read_back_equal():
+    from stream_app.rating.records import PlayerRecord
+    from stream_app.stream.tables import PLAYERS, player_key
+
+    config = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n[leagues."go"]\nalgorithm = "glicko2"\n')
+    codec = tables_for(config).codecs[PLAYERS]
+    for league in ("chess", "go"):
+        record = PlayerRecord(config.system_for(league).initial_state(), last_time=1.5, snap=3, since=2, base=4)
+        raw = codec.encode(record)
+        stored = orjson.loads(raw)
+        assert stored["last_occurred"] == 1.5 and stored["snap"] == 3 and stored["season_base"] == 4
+        assert codec.decode(player_key(league, "p1"), raw) == record

@@ -33,7 +33,7 @@ from stream_app.apply import apply_match
 from stream_app.stream.records import RecordHandler
 from stream_app.stream.changelog import ChangelogRule, Checkpoint
 from stream_app.stream.commit import apply_records
-from stream_app.stream.tables import TABLES
+from stream_app.stream.tables import tables_for
 from stream_app.stream.transaction import PartitionTransaction
 
 CONFIG = LeagueConfig.from_toml("""
@@ -208,7 +208,7 @@ class Harness:
     def __init__(self):
         self.store: dict[bytes, bytes] = {}
         self.restored: dict[bytes, bytes] = {}  # the same, as the changelog makes it again
-        self.state = PartitionTransaction(0, Checkpoint(), self.store.get, TABLES, scanner(self.store))
+        self.state = PartitionTransaction(0, Checkpoint(), self.store.get, tables_for(CONFIG), scanner(self.store))
         self.reader = ChangelogRule()
         self.offset = 0
 
@@ -225,7 +225,7 @@ class Harness:
         for record in (*records, mark):
             self.reader.feed(self.reader.position, *record)
         committed, at, _ = self.reader.take()
-        again = PartitionTransaction(0, at, self.restored.get, TABLES, scanner(self.restored))
+        again = PartitionTransaction(0, at, self.restored.get, tables_for(CONFIG), scanner(self.restored))
         apply_records(again, committed, HANDLER.derive)
         written(self.restored, again.local_values())
         assert self.restored == {k: v for k, v in self.store.items()}

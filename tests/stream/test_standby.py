@@ -25,7 +25,7 @@ from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
 from stream_app.stream.standby import Standby
 from stream_app.stream.store import LocalStore
-from stream_app.stream.tables import PLAYERS, TABLE_PREFIX, TABLES, player_state
+from stream_app.stream.tables import PLAYERS, TABLE_PREFIX, player_state, tables_for
 from tests.support.memory import MemoryBroker, StalledSender
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')
@@ -115,7 +115,7 @@ async def pair(memory, tmp_path):
     """An owner (a worker with its own store) and a standby on another store, deriving
     entries' local writes as a worker does (stream/records.py); stopped at the end."""
     store = LocalStore(tmp_path / "standby")
-    standby = Standby(store, {}, CHANGELOG, TABLES, RecordHandler(CONFIG, 2, SETTINGS.forward_topic).derive)
+    standby = Standby(store, {}, CHANGELOG, tables_for(CONFIG), RecordHandler(CONFIG, 2, SETTINGS.forward_topic).derive)
     yield worker(LocalStore(tmp_path / "owner"), memory), store, standby
     await standby.stop()
 

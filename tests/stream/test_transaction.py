@@ -6,8 +6,11 @@ test_changelog.py."""
 import orjson
 
 from stream_app.stream.changelog import ENTRY, Checkpoint, ChangelogRule, row_of
-from stream_app.stream.tables import MATCHES, PLAYERS, TABLES, store_key
-from stream_app.stream.transaction import PartitionTransaction
+from stream_app.stream.tables import CACHED, MATCHES, PLAYERS, TABLE_PREFIX, store_key
+from stream_app.stream.transaction import PartitionTransaction, Tables
+
+# The generic transaction: JSON values as they are (the worker's players table has a codec: tables_for).
+TABLES = Tables(TABLE_PREFIX, CACHED)
 
 TOPIC = "match-results"
 
@@ -109,3 +112,39 @@ def test_the_cache_of_committed_players_starts_over_past_its_bytes(monkeypatch):
     state.local_values()
     state.checkpointed(after)  # past the bytes: started over
     assert state.cache == {(PLAYERS, b"l\x1f0"): {"rating": 2.0}} and state.cache_bytes == small
+
+
+class Counted:
+    """A codec that counts its calls: values are (name, number) tuples, stored as 'name=number'."""
+
+    def __init__(self):
+        self.encoded = self.decoded = 0
+
+    def encode(self, value):
+        self.encoded += 1
+        return f"{value[0]}={value[1]}".encode()
+
+    def decode(self, key, raw):
+        self.decoded += 1
+        name, number = bytes(raw).decode().split("=")
+        return (name, int(number))
+
+
+def test_a_table_with_a_codec_holds_decoded_values_and_encodes_each_once_at_its_commit():
+    codec = Counted()
+    tables = Tables(TABLE_PREFIX, CACHED, codecs={PLAYERS: codec})
+    committed = {store_key(PLAYERS, b"l\x1fa"): b"a=1"}
+    state = PartitionTransaction(0, Checkpoint(epoch=1), committed.get, tables,
+                                 lambda start, end: iter(sorted((k, v) for k, v in committed.items() if start <= k < end)))
+    assert state.get(PLAYERS, b"l\x1fa") == ("a", 1) and state.get(PLAYERS, b"l\x1fa") == ("a", 1)
+    assert codec.decoded == 1  # (a cached table: read once)
+    for number in range(2, 6):  # written again and again in the batch: encoded once, at its commit
+        state.put(PLAYERS, b"l\x1fa", ("a", number))
+    state.put(MATCHES, b"l\x1fm1", {"seq": 1})  # no codec: JSON
+    assert codec.encoded == 0
+    assert state.scan(PLAYERS, b"l\x1f", b"l\x20") == [(b"l\x1fa", ("a", 5))]
+    assert state.local_values() == {store_key(PLAYERS, b"l\x1fa"): b"a=5", store_key(MATCHES, b"l\x1fm1"): b'{"seq":1}'}
+    assert codec.encoded == 1
+    # A changelog row comes as stored: decoded into the overlay.
+    state.put_stored(store_key(PLAYERS, b"l\x1fb"), b"b=7")
+    assert state.get(PLAYERS, b"l\x1fb") == ("b", 7)
