@@ -157,7 +157,7 @@ class BatchLoop:
             expected = state.next_offset(received.topic)
             for record in (await self._with_skipped(state, received, expected)
                            if expected is not None and received.offset > expected else (received,)):
-                if state.jobs:  # a re-rate holds the partition: its input waits
+                if self.handler.rerating(state):  # a re-rate holds the partition: its input waits
                     await self._finish_rerates(state, mine)
                     self.phase = applying
                 self._handle(state, record, mine, applied)
@@ -193,7 +193,7 @@ class BatchLoop:
         would fence their new owner, and race the next resume's take-up of the same
         partition into the local store (each entry's writes made twice)."""
         for partition, state in sorted(self.partitions.items()):
-            if state.jobs:
+            if self.handler.rerating(state):
                 outputs: list = []
                 await self._finish_rerates(state, outputs)
                 await self.committer.commit([state], outputs)
@@ -201,8 +201,8 @@ class BatchLoop:
     async def _finish_rerates(self, state: PartitionTransaction, outputs: list) -> None:
         """Commit the partition, then apply its re-rates part by part, committing each
         part; the last part's writes and events stay in the batch in progress."""
-        while state.jobs:
-            league = min(state.jobs)
+        while rerating := self.handler.rerating(state):
+            league = min(rerating)
             self.phase = f"re-rating league {league}: {self.rerates.describe(league)}"
             await self.committer.commit([state], outputs)
             outputs.clear()

@@ -37,6 +37,7 @@ class PartitionLeagues:
         # The standings of the partition's leagues with tiers, kept between batches by the
         # record handler (None: nothing published from here: a take-up, a standby).
         self.boards = boards
+        self.rerating: set[str] = set()  # leagues whose re-rate is in progress (put_job keeps it)
 
     # -- applying at the end of the log ----------------------------------------------------
     def league(self, league: str) -> dict[str, Any] | None:
@@ -90,6 +91,11 @@ class PartitionLeagues:
     def forget_standings(self, league: str) -> None:
         if self.boards is not None:
             self.boards.pop(league, None)
+
+    def forget_all_standings(self) -> None:
+        """A record failed half way: any league's standings may be off; built again when asked."""
+        if self.boards is not None:
+            self.boards.clear()
 
     def seasons(self, league: str) -> list[dict[str, Any]]:
         prefix = league_prefix(league)
@@ -186,9 +192,9 @@ class PartitionLeagues:
     def put_job(self, league: str, job: dict[str, Any] | None) -> None:
         self.state.put(JOBS, league.encode(), job)
         if job is None:
-            self.state.jobs.discard(league)
+            self.rerating.discard(league)
         else:
-            self.state.jobs.add(league)
+            self.rerating.add(league)
 
     def jobs(self) -> list[str]:
         """The leagues with a re-rate in progress."""

@@ -21,7 +21,6 @@ from ..rating.applied import Applied, SeasonStarted
 from ..rating.errors import DuplicateMatch
 from ..rerate import Rerated, proceed
 from .commit import Output
-from ..standings import Standings
 from .league_tables import PartitionLeagues
 from .partitioner import league_partition
 from .tables import entry_of, entry_payload
@@ -49,9 +48,10 @@ class RecordHandler:
         self.forward_topic = forward_topic
         self.rerate_part = rerate_part  # participant results per part of a re-rate (None: all in one)
         self.in_order: dict[str, bool] = {}
-        # By partition: the standings of its leagues with tiers, as its committed records and
-        # the batch in progress are (PartitionLeagues.standings); dropped at each take-up.
-        self.boards: dict[int, dict[str, Standings]] = {}
+        # By partition: its leagues over its transaction, with what the domain keeps between
+        # batches (the standings of leagues with tiers, the re-rates in progress); made
+        # again at each take-up.
+        self.leagues: dict[int, PartitionLeagues] = {}
 
     def handle(self, state: PartitionTransaction, topic: str, partition: int, offset: int,
                key: bytes | None, value: bytes | None) -> Outcome:
@@ -98,7 +98,7 @@ class RecordHandler:
             outcome.outputs.append(_dead_letter_output(exc, key, payload, topic, partition, offset))
         except Exception as failure:  # a bug or an input the engine cannot handle: never crash the worker
             state.rollback()  # nothing of a record half applied stays
-            self.boards.pop(partition, None)  # (a refusal comes before any change: a failure may not)
+            self._leagues(state).forget_all_standings()  # (a refusal comes before any change: a failure may not)
             log.exception("record %s:%s:%s could not be applied", topic, partition, offset)
             error = BadEvent("internal_error", f"event: could not be applied ({type(failure).__name__}: {failure})")
             outcome.dead_letter = error
@@ -124,7 +124,7 @@ class RecordHandler:
             self._rerated(league, done, outcome)
         except BaseException:
             state.rollback()
-            self.boards.pop(state.partition, None)
+            self._leagues(state).forget_all_standings()
             raise
         return outcome
 
@@ -153,11 +153,18 @@ class RecordHandler:
 
     def take_up(self, state: PartitionTransaction) -> None:
         """A partition taken up: the re-rates it has in progress; its standings are built again when needed."""
-        state.jobs = set(PartitionLeagues(state, self.config).jobs())
-        self.boards.pop(state.partition, None)
+        leagues = self.leagues[state.partition] = PartitionLeagues(state, self.config, {})
+        leagues.rerating.update(leagues.jobs())
+
+    def rerating(self, state: PartitionTransaction) -> set[str]:
+        """The partition's leagues with a re-rate in progress (its input waits)."""
+        return self._leagues(state).rerating
 
     def _leagues(self, state: PartitionTransaction) -> PartitionLeagues:
-        return PartitionLeagues(state, self.config, self.boards.setdefault(state.partition, {}))
+        leagues = self.leagues.get(state.partition)
+        if leagues is None or leagues.state is not state:  # (not taken up: a bench, a test)
+            leagues = self.leagues[state.partition] = PartitionLeagues(state, self.config, {})
+        return leagues
 
 
 def is_duplicate(error: BadEvent) -> bool:

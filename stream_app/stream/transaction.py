@@ -129,7 +129,6 @@ class PartitionTransaction:
         self.recorded_at = 0  # what was recorded before the savepoint
         # The overlay before each write since the savepoint (None: not kept, see `savepoint`).
         self.journal: list[tuple[tuple[str, bytes], Any]] | None = None
-        self.jobs: set[str] = set()  # leagues whose re-rate is in progress (input of the partition waits)
 
     @property
     def epoch(self) -> int:
