@@ -8,7 +8,7 @@ rating-changed events is measured per fault and printed (docs/reliability.md has
 the table; the bound asserted is loose, the figures are the benchmark's). With two
 down no write can be accepted: both workers say so in /health. Afterwards the state
 is the replay's, every rating change is published once, nothing is dead-lettered
-and no log is taken for one that started over."""
+but a result the publisher wrote twice, and no log is taken for one that started over."""
 
 from __future__ import annotations
 
@@ -45,6 +45,25 @@ def kill(cluster, node: int) -> None:
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     cluster.node(node).process = None  # start_node starts it again on its data
+
+
+def publishers_resends(bootstrap: str, prefix: str, letters: int, results: int) -> int:
+    """The dead letters, each checked to be a result the publisher wrote twice: an
+    idempotent producer may write a record again when a broker's failure leaves its
+    first write's fate unknown (the issue allows these, and only these). Each is a
+    duplicate_match whose match the input holds at an earlier offset too; else fails."""
+    found, _ = asyncio.run(read_topic(bootstrap, f"{prefix}.dlq", expected=letters))
+    inputs, _ = asyncio.run(read_topic(bootstrap, f"{prefix}.matches", expected=results + letters, timeout=60))
+    offsets: dict[str, list[tuple[int, int]]] = {}
+    for record in inputs:
+        offsets.setdefault(json.loads(record.value)["match_id"], []).append((record.partition, record.offset))
+    for letter in map(json.loads, (record.value for record in found)):
+        source = letter["source"]
+        written = offsets.get(letter["match_id"], [])
+        assert letter["reason"] == "duplicate_match" and any(
+            partition == source["partition"] and offset < source["offset"] for partition, offset in written), (
+            f"a dead letter that is not a result written twice: {letter} (the input holds it at {written})")
+    return len(found)
 
 
 def test_the_workers_go_on_through_a_three_node_clusters_faults(tmp_path):
@@ -161,9 +180,10 @@ def test_the_workers_go_on_through_a_three_node_clusters_faults(tmp_path):
         wait_for(lambda: all((w.health() or {}).get("status") == "ok" for w in (a, b)), 30, "both workers ok",
                  workers=[a, b])
         healths = [worker.health() for worker in (a, b)]
-        if any(health["dead_letters"] for health in healths):  # which, and why
-            letters, _ = asyncio.run(read_topic(cluster.bootstrap, f"{prefix}.dlq", expected=1))
-            raise AssertionError(f"dead letters: {[json.loads(letter.value) for letter in letters][:5]}")
+        letters = sum(health["dead_letters"] for health in healths)
+        if letters:
+            resends = publishers_resends(cluster.bootstrap, prefix, letters, len(events))
+            print(f"{resends} dead letters: results the publisher wrote twice (duplicate_match)")
         for health in healths:
             assert health["started_over"] == [], health
     finally:
