@@ -28,6 +28,8 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.sample import two_player_league
 from stream_app.stream.intake import InputRecord
 
+from stream_app.stream.store import CHECKPOINT_KEY
+
 from .streamtools import BATCH, batch_loop
 
 KINDS = {b"E": "entries", b"R": "rows", b"D": "rows (format before entries)", b"C": "checkpoints", b"F": "fences",
@@ -48,6 +50,8 @@ def run(matches: int = 30_000, leagues: int = 10, players: int = 1_000) -> dict[
     try:
         config = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')
         _, store, broker, topic = asyncio.run(batch_loop(directory, config, records))
+        # The state itself: what a changelog keyed by state key would hold once cleaned.
+        live = [(key, value) for key, value in store.scan(0, b"") if key != CHECKPOINT_KEY]
         store.close()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -63,12 +67,16 @@ def run(matches: int = 30_000, leagues: int = 10, players: int = 1_000) -> dict[
            "bytes_by_kind": dict(size), "records_per_match": sum(count.values()) / matches,
            "bytes_per_match": sum(size.values()) / matches, "input_bytes_per_match": input_bytes / matches}
     out["ratio_to_input"] = out["bytes_per_match"] / out["input_bytes_per_match"]
+    out["state_keys"] = len(live)
+    out["state_bytes_per_match"] = sum(len(key) + len(value) for key, value in live) / matches
     print(f"changelog: {matches:,} two-player elo matches, {leagues} leagues of {players:,} players, history on, "
           f"batches of {BATCH:,}", flush=True)
     for kind in sorted(count, key=lambda k: -size[k]):
         print(f"  {kind:<12} {count[kind] / matches:6.3f} records, {size[kind] / matches:6.1f} bytes per match")
     print(f"  per match: {out['records_per_match']:.3f} records, {out['bytes_per_match']:.1f} bytes; the input "
           f"{out['input_bytes_per_match']:.1f} bytes (ratio {out['ratio_to_input']:.2f})", flush=True)
+    print(f"  the local store at the end: {len(live):,} keys, {out['state_bytes_per_match']:.1f} bytes per match "
+          "(what a changelog keyed by state key would hold once cleaned)", flush=True)
     return out
 
 
