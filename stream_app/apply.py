@@ -58,7 +58,7 @@ def apply_match(config: LeagueConfig, state: LeagueState, match: Match, budget: 
     if outcome is None:  # (a recorded outcome passed both checks when it was rated)
         if state.placed(league, match.match_id) is not None:
             raise DuplicateMatch(match)
-        _check(rule.system, match)
+        check_ratable(rule.system, match)
     arrival = record.get("received", record["matches"])
     order_time = record.get("order_time")
     time = match.time
@@ -90,7 +90,7 @@ def correct_match(config: LeagueConfig, state: LeagueState, correction: Correcti
     league, match_id = correction.league, correction.match_id
     rule, record = _league(config, state, league, match_id)
     key = _placed_key(state, league, match_id)
-    _check(rule.system, correction.match)
+    check_ratable(rule.system, correction.match)
     old = state.log(league, key, 1)[0][1]
     match = correction.match
     if match.time is None:
@@ -148,7 +148,10 @@ def _league(config: LeagueConfig, state: LeagueState, league: str, match_id: str
     return rule, record
 
 
-def _check(system: RatingSystem, match: Match) -> None:
+def check_ratable(system: RatingSystem, match: Match) -> None:
+    """BadEvent, as the worker dead-letters it, if the league's system cannot rate the
+    match (three players in an `elo` league, a team where the system rates
+    individuals, ...); `ratings produce --config` refuses with it before sending."""
     try:
         system.check(match)
     except InvalidMatch as exc:

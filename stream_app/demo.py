@@ -1,9 +1,12 @@
 """`ratings demo`: the whole service on this machine.
 
-Starts the embedded broker and one worker as child processes, publishes sample
-leagues the project generates itself, waits until the worker has applied
-them, prints each league's leaderboard (checked against an offline replay of
-the same events) and the URLs, and stops everything it started.
+Starts the embedded broker and one worker as child processes, publishes the
+sample leagues (offline/sample.py, with their configuration
+offline/sample_leagues.toml, which deploy/leagues.toml links to), waits until
+the worker has applied them, prints each league's leaderboard (checked against
+an offline replay of the same events), and on a terminal serves the web page,
+the API and the metrics, printing their URLs, until Ctrl-C. It stops
+everything it started.
 """
 
 from __future__ import annotations
@@ -18,26 +21,26 @@ from typing import Any
 
 from .broker import EmbeddedBroker
 from .client import RatingsClient
-from .inputs import parse_match
+from .inputs import parse_input
 from .leagues import LeagueConfig
 from .offline.replay import Ledger
-from .offline.sample import DEMO_STREAM_CONFIG, stream_demo_events
+from .offline.sample import DEMO_CONFIG, demo_matches
 from .processes import HOST, WorkerProcess, free_port, port_free
 
 
 def run_demo(seed: int = 7, web_port: int | None = None, serve: bool | None = None) -> int:
     serve = sys.stdout.isatty() and sys.stdin.isatty() if serve is None else serve
-    events = stream_demo_events(seed)
-    config = LeagueConfig.from_toml(DEMO_STREAM_CONFIG, "<demo config>")
+    events = demo_matches(seed)
+    config = LeagueConfig.from_toml(DEMO_CONFIG, "<demo config>")
     ledger = Ledger(config)
     for event in events:
-        ledger.apply(parse_match(event))
+        ledger.apply(parse_input(event))
     expected = {league: record["matches"] for league, record in ledger.records.items()}
 
     port = web_port or (6066 if port_free(HOST, 6066) else free_port())
     with tempfile.TemporaryDirectory(prefix="ratings-demo-") as tmp, EmbeddedBroker(log=os.path.join(tmp, "broker.log")) as broker:
         config_path = Path(tmp) / "leagues.toml"
-        config_path.write_text(DEMO_STREAM_CONFIG)
+        config_path.write_text(DEMO_CONFIG)
         print(f"demo: embedded broker (Tansu, in memory) at {broker.url}", flush=True)
         log_path = Path(tmp) / "worker.log"
         worker = WorkerProcess(broker.url, Path(tmp) / "data", log_path, port=port, args=["--config", str(config_path)])
@@ -52,18 +55,26 @@ def run_demo(seed: int = 7, web_port: int | None = None, serve: bool | None = No
             print(f"demo: {sum(expected.values()):,} matches applied {elapsed:.1f} s after the first was published\n")
             same = _print_leaderboards(worker, ledger)
             print(f"stream equals offline replay for every player of every league: {'yes' if same else 'NO'}")
-            print(f"\nweb page:  {api}/ui/")
-            print(f"HTTP API:  {api}/leagues/arena/leaderboard?limit=10")
-            print(f"           {api}/leagues/chess-blitz/players/chess-blitz-p0001")
-            print(f"metrics:   {api}/metrics")
-            print(f"health:    {api}/health", flush=True)
-            if serve:
-                print("\ndemo: running; press Ctrl-C to stop", flush=True)
+            if not serve:
+                # The worker stops now: URLs printed here would be dead when read.
+                print("\ndemo: not serving (--no-serve, or no terminal): the worker stops now. Run `ratings demo` "
+                      "in a terminal to browse the web page, the API and the metrics, or serve the same leagues "
+                      "yourself (README: a typical session).", flush=True)
+            else:
+                print(f"\nweb page:  {api}/ui/")
+                print(f"HTTP API:  {api}/leagues/arena/leaderboard?limit=10")
+                print(f"           {api}/leagues/chess-blitz/players/chess-blitz-p0001")
+                print(f"metrics:   {api}/metrics")
+                print(f"health:    {api}/health")
+                print("\ndemo: serving these until Ctrl-C", flush=True)
                 try:
                     while worker.alive():
                         time.sleep(0.5)
                 except KeyboardInterrupt:
                     pass
+                else:
+                    print(f"demo: the worker exited ({worker.proc.returncode}); see {log_path}:\n{worker.log_tail()}")
+                    return 1
             return 0 if same else 1
         except KeyboardInterrupt:
             return 130

@@ -35,8 +35,7 @@ class PredictionError(ValueError):
 def parse_sides(values: Sequence[str], parameter: str = "team") -> list[list[str]]:
     """The sides of `?team=a,b&team=c`: each value a side, its players comma separated."""
     if len(values) < 2:
-        raise PredictionError(parameter, f"at least two sides, one {parameter!r} parameter each "
-                                         f"(got {len(values)})")
+        raise PredictionError(parameter, f"at least two sides, one {parameter!r} each (got {len(values)})")
     sides = [value.split(",") for value in values]
     total = sum(map(len, sides))
     if total > MAX_PLAYERS:

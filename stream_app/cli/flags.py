@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -22,6 +23,35 @@ from ..leagues import ConfigError, LeagueConfig
 from ..settings import DEFAULTS, Settings
 
 LIST_PROBLEMS = 20  # rejected lines listed one by one; the summary counts them all
+
+# The exit statuses, one meaning each for every command (README, "Exit statuses").
+DONE = 0
+REFUSED = 1  # the input or the request was refused: rejected lines, an unknown league or match, a bad value
+USAGE = 2  # argparse's own: a flag or argument missing, unknown or out of range, flags that do not go together
+NOT_ALLOWED = 3  # the broker refused this client: TLS, SASL or its ACLs
+UNREACHABLE = 4  # no broker, or no worker, answered (or a send failed on the way)
+FILE_ERROR = 5  # a file could not be read or written
+INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+
+_STATUS_WORDS = {USAGE: "a usage error", NOT_ALLOWED: "the broker refused this client (TLS, SASL or its ACLs)",
+                 UNREACHABLE: "no broker answered, or a send failed", FILE_ERROR: "a file could not be read or written"}
+
+
+def exit_statuses(meanings: dict[int, str | None]) -> str:
+    """The end of a command's description: its exit statuses in order, each with what it
+    means for this command (None: the usual words)."""
+    said = {DONE: "done", USAGE: _STATUS_WORDS[USAGE]} | {status: meaning or _STATUS_WORDS[status]
+                                                          for status, meaning in meanings.items()}
+    return "Exit status: " + "; ".join(f"{status} {said[status]}" for status in sorted(said)) + "."
+
+
+def shown(value: float, spec: str) -> str:
+    """format(value, spec) without a negative zero: a value that rounds to zero shows as
+    0.0 (+0.0 when signed), never -0.0."""
+    places = re.search(r"\.(\d+)([f%])", spec)
+    if places is not None and round(value * (100 if places[2] == "%" else 1), int(places[1])) == 0:
+        value = 0.0
+    return format(value, spec)
 
 
 def env(name: str, default: Any) -> Any:
@@ -64,8 +94,15 @@ def port(text: str) -> int:
 
 
 def league_config(path: str | None) -> LeagueConfig:
+    """The league configuration of --config. A file that cannot be read raises its OSError
+    (main says which and why: FILE_ERROR); an invalid one stops the command (REFUSED)."""
+    if path is None:
+        return LeagueConfig.defaults()
+    raw = Path(path).read_bytes()
     try:
-        return LeagueConfig.load(path)
+        return LeagueConfig.from_toml(raw.decode("utf-8"), path)
+    except UnicodeDecodeError:
+        raise SystemExit(f"ratings: {path}: not a league configuration: TOML is UTF-8 text") from None
     except ConfigError as exc:
         raise SystemExit(f"ratings: {exc}") from None
 
@@ -100,13 +137,37 @@ class Problems:
 
 
 def client_from(args: argparse.Namespace) -> Any:
-    """A RatingsClient for the broker and topics of the flags."""
+    """A RatingsClient for the broker and topics of the flags; with --config, one that
+    refuses before sending what a league's system cannot rate."""
     from ..client import RatingsClient
 
+    config = league_config(args.config) if getattr(args, "config", None) is not None else None
     try:
-        return RatingsClient.from_settings(settings_from(args))
+        return RatingsClient.from_settings(settings_from(args), config=config)
     except ValueError as exc:  # a malformed --broker
         raise SystemExit(f"ratings {args.command}: {exc}") from None
+
+
+def kafka_failed(args: argparse.Namespace, exc: BaseException) -> int:
+    """Say, on stderr, why the broker could not be used and what to do; the exit status."""
+    from ..client.kafka import KafkaSecurityError, NotAuthorized
+
+    if isinstance(exc, (KafkaSecurityError, NotAuthorized)):  # their text says what to check, in one line
+        print(f"ratings {args.command}: {args.broker}: {exc}", file=sys.stderr)
+        return NOT_ALLOWED
+    print(f"ratings {args.command}: cannot connect to {args.broker} ({_reason(exc)})\n"
+          f"  Is a broker running there? Start one with `ratings broker`, or name yours with --broker or "
+          f"RATINGS_BROKER.", file=sys.stderr)
+    return UNREACHABLE
+
+
+def _reason(exc: BaseException) -> str:
+    """aiokafka's errors print as 'KafkaConnectionError: text': the text, or the name alone;
+    an OSError's strerror ('Connection reset by peer')."""
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc) or type(exc).__name__
+    text = str(exc.args[0]) if exc.args else ""
+    return text or type(exc).__name__
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

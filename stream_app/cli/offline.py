@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from ..offline.replay import Ledger, ReplayError, replay
-from .flags import Problems, command, league_config
+from .flags import FILE_ERROR, REFUSED, USAGE, Problems, command, exit_statuses, league_config, shown
 
 
 def leaderboard_rows(players: dict[str, dict[str, Any]], limit: int) -> list[tuple[int, str, dict[str, Any]]]:
@@ -27,9 +27,9 @@ def format_leaderboard(league: str, players: dict[str, dict[str, Any]], limit: i
     head = f"{'#':>3}  {'player':<24} {'rating':>10} {'matches':>8}" + (f" {extra:>12}" if extra else "")
     lines = [f"{league} ({len(players)} players)", head]
     for rank, name, view in rows:
-        line = f"{rank:>3}  {name:<24} {view['rating']:>10.1f} {view['matches']:>8}"
+        line = f"{rank:>3}  {name:<24} {shown(view['rating'], '>10.1f')} {view['matches']:>8}"
         if extra:
-            line += f" {view[extra]:>12.1f}"
+            line += f" {shown(view[extra], '>12.1f')}"
         lines.append(line)
     return "\n".join(lines)
 
@@ -74,10 +74,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 ended, rows = write_seasons(ledger, seasons)
     except ReplayError as exc:
         print(f"ratings replay: {args.input}: {exc} (stopped: --strict)", file=sys.stderr)
-        return 1
+        return REFUSED
     except OSError as exc:
-        print(f"ratings replay: {exc.filename or args.input}: {exc.strerror}", file=sys.stderr)
-        return 1
+        print(f"ratings replay: {exc.filename or args.input}: {exc.strerror or exc}", file=sys.stderr)
+        return FILE_ERROR
     problems.summary("invalid lines")
     if accuracy is not None:
         from ..offline.accuracy import format_report
@@ -115,7 +115,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     if args.team_size < 1 or (args.team_size > 1 and args.players < 2 * args.team_size):
         print(f"ratings synth: --team-size: must be 1, or at most half of --players (got {args.team_size})",
               file=sys.stderr)
-        return 2
+        return USAGE
     path = args.output
     out = sys.stdout.buffer if path in (None, "-") else (gzip.open(path, "wb") if path.endswith(".gz") else open(path, "wb"))
     bar = None
@@ -173,9 +173,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
             from ..offline.tune import with_params
 
             with_params(rule, values)  # a bad name or value fails now, not after the first trial
-    except (ValueError, OSError) as exc:
+    except OSError as exc:
+        print(f"ratings tune: {exc.filename or args.input}: {exc.strerror or exc}", file=sys.stderr)
+        return FILE_ERROR
+    except ValueError as exc:  # a --param or --league this file or system does not have
         print(f"ratings tune: {exc}", file=sys.stderr)
-        return 2
+        return USAGE
     bar = None
     if sys.stderr.isatty():
         from tqdm import tqdm
@@ -227,7 +230,9 @@ def demo_offline(seed: int) -> int:
         path = Path(tmp) / "matches.jsonl"
         events = demo_matches(seed=seed)
         path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
-        print(f"demo: generated {len(events):,} matches in 3 leagues ({path.name}); replaying them", file=sys.stderr)
+        leagues = len({event["league"] for event in events})
+        print(f"demo: generated {len(events):,} matches in {leagues} leagues ({path.name}); replaying them",
+              file=sys.stderr)
         ledger = Ledger(config)
         report = replay(path, ledger)
     for league, players in sorted(ledger.snapshot().items()):
@@ -242,7 +247,9 @@ def demo_offline(seed: int) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    p = command(sub, "replay", cmd_replay, "apply a file of match-result lines offline and print the final ratings")
+    p = command(sub, "replay", cmd_replay, "apply a file of match-result lines offline and print the final ratings",
+                "Apply a file of match-result lines offline and print the final ratings. " + exit_statuses(
+                    {REFUSED: "an invalid line with --strict, or an invalid --config", FILE_ERROR: None}))
     p.add_argument("--input", "-i", required=True, help="JSONL file of match-result events (plain or .gz; '-' for stdin)")
     p.add_argument("--config", "-c", help="league configuration (TOML); default: every league uses elo")
     p.add_argument("--output", "-o", help="write the final state here (JSON) instead of stdout")
@@ -263,7 +270,9 @@ def add_commands(sub: Any) -> None:
         "write the figures here and a table to stdout (the state then goes only to --output)",
     )
 
-    p = command(sub, "plot", cmd_plot, "replay one league and chart players' ratings over time (PNG)")
+    p = command(sub, "plot", cmd_plot, "replay one league and chart players' ratings over time (PNG)",
+                "Replay one league and chart players' ratings over time (PNG). " + exit_statuses(
+                    {REFUSED: "the league has no match in the file, or a --player is not in it", FILE_ERROR: None}))
     p.add_argument("--input", "-i", required=True, help="JSONL file of match-result events (plain or .gz)")
     p.add_argument("--config", "-c", help="league configuration (TOML)")
     p.add_argument("--league", "-l", required=True)
@@ -272,7 +281,9 @@ def add_commands(sub: Any) -> None:
     who.add_argument("--player", "-p", action="append", help="a player to draw (repeatable)")
     p.add_argument("--output", "-o", required=True, help="the chart (PNG)")
 
-    p = command(sub, "synth", cmd_synth, "write the Elo-MMR paper's synthetic data set (section 6.1) as match-result lines")
+    p = command(sub, "synth", cmd_synth, "write the Elo-MMR paper's synthetic data set (section 6.1) as match-result lines",
+                "Write the Elo-MMR paper's synthetic data set (section 6.1) as match-result lines. "
+                + exit_statuses({FILE_ERROR: None}))
     p.add_argument("--players", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
@@ -283,7 +294,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--output", "-o", help="file to write (.gz compresses); default stdout")
 
     p = command(sub, "tune", cmd_tune, "search a league's parameters on the earlier part of a file, "
-                "report the best and the configured ones on the later part")
+                "report the best and the configured ones on the later part",
+                "Search a league's parameters on the earlier part of a file, report the best and the configured ones "
+                "on the later part. " + exit_statuses({USAGE: "a usage error, or a --param or --league the file or "
+                                                              "the system does not have", FILE_ERROR: None}))
     p.add_argument("--input", "-i", required=True, help="JSONL file of match-result events (plain or .gz)")
     p.add_argument("--config", "-c", help="league configuration (TOML): the system and the parameters to start from")
     p.add_argument("--league", "-l", help="the league to tune (default: the file's only league)")
@@ -298,7 +312,8 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--show", type=int, default=10, help="list this many of the best trials (default 10)")
     p.add_argument("--output", "-o", help="write every trial's figures here (JSON)")
 
-    p = command(sub, "sample", cmd_sample, "write the demo's sample match results as JSONL")
+    p = command(sub, "sample", cmd_sample, "write the demo's sample match results as JSONL",
+                "Write the demo's sample match results as JSONL. " + exit_statuses({FILE_ERROR: None}))
     p.add_argument("--output", "-o", help="file to write (default stdout)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--scale", type=float, default=1.0, help="multiply the number of matches")

@@ -12,8 +12,9 @@ from typing import Any, Awaitable, Callable
 import orjson
 
 from ..settings import DEFAULTS
-from .flags import (add_api_flags, add_common_flags, api_base, client_from, command, count, env, league_config, port,
-                    positive_int, positive_seconds, settings_from)
+from .flags import (DONE, NOT_ALLOWED, REFUSED, UNREACHABLE, USAGE, add_api_flags, add_common_flags, api_base,
+                    client_from, command, count, env, exit_statuses, kafka_failed, league_config, port, positive_int,
+                    positive_seconds, settings_from, shown)
 
 
 # -- ratings worker ----------------------------------------------------------------
@@ -26,10 +27,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 # -- ratings leaderboard and ratings player: reads of the HTTP API -------------------
-def _read(args: argparse.Namespace, read: Callable[[Any], Awaitable[dict]]) -> tuple[dict | None, int]:
-    """(the API's document, 0); or, printing why, (None, 1) when the API refused the
-    request (4xx) and (None, 2) when no worker answered, or none could (5xx)."""
-    from ..client import ApiError, RatingsClient
+def _read(args: argparse.Namespace, read: Callable[[Any], Awaitable[dict]],
+          reword: Callable[[str], str] = lambda message: message) -> tuple[dict | None, int]:
+    """(the API's document, DONE); or, printing why, (None, REFUSED) when the API refused
+    the request (4xx) and (None, UNREACHABLE) when no worker answered, or none could (5xx).
+    `reword` puts the API's message in the command line's words."""
+    from ..client import ApiError, ApiUnreachable, RatingsClient
 
     try:
         client = RatingsClient(api=api_base(args))
@@ -43,10 +46,19 @@ def _read(args: argparse.Namespace, read: Callable[[Any], Awaitable[dict]]) -> t
             await client.stop()
 
     try:
-        return asyncio.run(run()), 0
+        return asyncio.run(run()), DONE
+    except ApiUnreachable as exc:
+        print(f"ratings {args.command}: {exc}\n  Is a worker running there? `ratings worker` serves the API on its "
+              f"--web-port (default {DEFAULTS.web_port}); name another with --web-port or --api (RATINGS_API).",
+              file=sys.stderr)
+        return None, UNREACHABLE
     except ApiError as exc:
-        print(f"ratings {args.command}: {exc}", file=sys.stderr)
-        return None, 1 if exc.status is not None and 400 <= exc.status < 500 else 2
+        refused = exc.status is not None and 400 <= exc.status < 500
+        said = f"{reword(exc.message)} (HTTP {exc.status})"
+        if exc.status == 503:
+            said += ": the workers are rebalancing or taking their partitions up; try again shortly"
+        print(f"ratings {args.command}: {said}", file=sys.stderr)
+        return None, REFUSED if refused else UNREACHABLE
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
@@ -80,8 +92,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     for row in rows:
         mark = ">" if row["player"] == args.around else " "  # the player the rows are around
         rank = "-" if row["rank"] is None else row["rank"]  # (a season's final standings keep the unranked too)
-        print(f"{mark} {rank:>6}  {row['player']:<28} {row['rating']:>10.1f} {row['matches']:>8}"
-              + (f" {row.get('uncertainty', float('nan')):>12.1f}" if uncertain else "")
+        print(f"{mark} {rank:>6}  {row['player']:<28} {shown(row['rating'], '>10.1f')} {row['matches']:>8}"
+              + (f" {shown(row.get('uncertainty', float('nan')), '>12.1f')}" if uncertain else "")
               + (f"  {row.get('tier') or '-'}" if tiered else ""))
     return 0
 
@@ -130,8 +142,8 @@ def _player_seasons(args: argparse.Namespace) -> int:
         rank = "-" if row["rank"] is None else row["rank"]
         percentile = "-" if row["percentile"] is None else f"{row['percentile']:.1f}"
         print(f"{row['season']:<{width}}  {row['start']:<20}  {row['end']:<20} {rank:>6} {percentile:>10} "
-              f"{row['rating']:>10.1f} {row['matches']:>8}"
-              + (f" {row.get('uncertainty', float('nan')):>12.1f}" if uncertain else "")
+              f"{shown(row['rating'], '>10.1f')} {row['matches']:>8}"
+              + (f" {shown(row.get('uncertainty', float('nan')), '>12.1f')}" if uncertain else "")
               + (f"  {row.get('tier') or '-'}" if tiered else ""))
     return 0
 
@@ -151,8 +163,8 @@ def cmd_player(args: argparse.Namespace) -> int:
     if doc is None or args.json:
         return status or _print_json(doc)
     standing = "eligible" if doc["eligible"] else "provisional" if doc["provisional"] else "inactive"
-    lines = [("rating", f"{doc['rating']:.1f}"), ("matches", doc["matches"])]
-    lines += [(key, f"{value:.1f}" if isinstance(value, float) else value)  # the system's extras, e.g. uncertainty
+    lines = [("rating", shown(doc["rating"], ".1f")), ("matches", doc["matches"])]
+    lines += [(key, shown(value, ".1f") if isinstance(value, float) else value)  # the system's extras, e.g. uncertainty
               for key, value in doc.items() if key not in _PLAYER_KEYS and key != "history"]
     lines += [("rank", "-" if doc["rank"] is None else doc["rank"]),
               ("percentile", "-" if doc["percentile"] is None else f"{doc['percentile']:.1f}"),
@@ -164,12 +176,21 @@ def cmd_player(args: argparse.Namespace) -> int:
         print(f"\n{'seq':>6}  {'match_id':<24} {'occurred_at':<20} {'rank':>5} {'before':>10} {'after':>10} {'change':>8}")
         for c in doc["history"]:
             print(f"{c['seq']:>6}  {c['match_id']:<24} {c['occurred_at'] or '-':<20} {c['rank']:>5} "
-                  f"{c['rating_before']:>10.1f} {c['rating_after']:>10.1f} {c['rating_after'] - c['rating_before']:>+8.1f}")
+                  f"{shown(c['rating_before'], '>10.1f')} {shown(c['rating_after'], '>10.1f')} "
+                  f"{shown(c['rating_after'] - c['rating_before'], '>+8.1f')}")
     return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    doc, status = _read(args, lambda c: c.predict(args.league, [side.split(",") for side in args.sides]))
+    from ..predict import PredictionError, parse_sides
+
+    try:  # the sides' own rules, in the command line's words, before asking the API
+        sides = parse_sides(args.sides, "SIDE")
+    except PredictionError as exc:
+        return _usage(args, str(exc))
+    # The API names a side's rule by its parameter, `team`; here each is a SIDE.
+    doc, status = _read(args, lambda c: c.predict(args.league, sides),
+                        lambda message: message.removeprefix("team: "))
     if doc is None or args.json:
         return status or _print_json(doc)
     print(f"{' vs '.join(','.join(side['players']) for side in doc['sides'])} in {doc['league']} ({doc['algorithm']})")
@@ -177,13 +198,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     print(f"{'side':<32} {'win':>7} {'rank':>5}" + (f" {'if win':>9} {'if draw':>9} {'if loss':>9}" if stake else ""))
     for side in doc["sides"]:
         for n, player in enumerate(side["players"]):
-            label = f"{player} ({side['ratings'][player]:.1f})"
-            head = f"{side['win']:>7.1%} {side['rank']:>5}" if n == 0 else f"{'':>7} {'':>5}"
+            label = f"{player} ({shown(side['ratings'][player], '.1f')})"
+            head = f"{shown(side['win'], '>7.1%')} {side['rank']:>5}" if n == 0 else f"{'':>7} {'':>5}"
             change = side.get("change", {})
-            tail = "".join(f" {change[outcome][player]:>+9.1f}" for outcome in ("win", "draw", "loss")) if stake else ""
+            tail = "".join(f" {shown(change[outcome][player], '>+9.1f')}" for outcome in ("win", "draw", "loss")) \
+                if stake else ""
             print(f"{label:<32} {head}{tail}")
-    print(f"quality {doc['quality']:.2f}; the predicted order has probability {doc['rank_probability']:.1%}"
-          + ("" if doc["draw"] is None else f"; a draw {doc['draw']:.1%}"))
+    print(f"quality {shown(doc['quality'], '.2f')}; the predicted order has probability "
+          f"{shown(doc['rank_probability'], '.1%')}" + ("" if doc["draw"] is None else f"; a draw {shown(doc['draw'], '.1%')}"))
     if doc["newcomers"]:
         print(f"not rated yet (newcomers): {', '.join(doc['newcomers'])}")
     if doc.get("change_unavailable"):
@@ -203,12 +225,15 @@ def cmd_versus(args: argparse.Namespace) -> int:
     if together["matches"]:
         print(f"on the same side: {together['matches']} ({together['wins']} won)")
     if doc["recent"]:
-        print(f"\n{'match_id':<24} {'occurred_at':<20} {'side':<9} {'ranks':>7} {doc['player'][:12]:>13} "
-              f"{doc['opponent'][:12]:>13}")
+        # Each player's column as wide as the id: two ids with a common prefix stay apart.
+        mine, theirs = max(13, len(doc["player"])), max(13, len(doc["opponent"]))
+        print(f"\n{'match_id':<24} {'occurred_at':<20} {'side':<9} {'ranks':>7} {doc['player']:>{mine}} "
+              f"{doc['opponent']:>{theirs}}")
         for m in doc["recent"]:
             print(f"{m['match_id']:<24} {m['occurred_at'] or '-':<20} {m['side']:<9} "
-                  f"{m['rank']:>3}-{m['opponent_rank']:<3} {m['rating_after'] - m['rating_before']:>+13.1f} "
-                  f"{m['opponent_rating_after'] - m['opponent_rating_before']:>+13.1f}")
+                  f"{m['rank']:>3}-{m['opponent_rank']:<3} "
+                  f"{shown(m['rating_after'] - m['rating_before'], f'>+{mine}.1f')} "
+                  f"{shown(m['opponent_rating_after'] - m['opponent_rating_before'], f'>+{theirs}.1f')}")
     return 0
 
 
@@ -219,7 +244,7 @@ def _print_json(doc: dict) -> int:
 
 def _usage(args: argparse.Namespace, message: str) -> int:
     print(f"ratings {args.command}: {message}", file=sys.stderr)
-    return 2  # as argparse's own usage errors
+    return USAGE  # as argparse's own usage errors
 
 
 # -- ratings demo --------------------------------------------------------------------
@@ -251,17 +276,20 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     return asyncio.run(_subscribe(args))
 
 
+QUIET_NOTE_SECONDS = 30.0  # silence after which `ratings subscribe` says it is still waiting, once a stretch
+
+
 async def _subscribe(args: argparse.Namespace) -> int:
     from aiokafka.errors import KafkaError
 
-    from ..client.kafka import KafkaSecurityError, NotAuthorized
-
+    if args.dead_letters and args.player:
+        return _usage(args, "--player does not apply to --dead-letters")
     client = client_from(args)
     out = sys.stdout.buffer
     count = 0
-    if args.dead_letters and args.player:
-        print("ratings subscribe: --player does not apply to --dead-letters", file=sys.stderr)
-        return 2
+    loop = asyncio.get_running_loop()
+    since: float | None = None  # when the topic was first read, then when the last event came
+    filters = ", ".join(f"{k}={v}" for k, v in (("league", args.league), ("player", args.player)) if v)
     if args.dead_letters:
         stream = client.dead_letters(league=args.league, from_beginning=args.from_beginning, on_ready=lambda: ready())
         topic = args.dlq_topic
@@ -272,31 +300,63 @@ async def _subscribe(args: argparse.Namespace) -> int:
         topic = args.changes_topic
 
     def ready() -> None:
+        nonlocal since
+        since = loop.time()
         where = "from the beginning" if args.from_beginning else "from now on"
-        filters = ", ".join(f"{k}={v}" for k, v in (("league", args.league), ("player", args.player)) if v)
         print(
             f"subscribe: reading {topic} at {args.broker} {where}" + (f" ({filters})" if filters else ""),
             file=sys.stderr,
             flush=True,
         )
 
+    def waited(seconds: float) -> str:
+        got = f"{count} of --limit {args.limit}" if args.limit is not None else f"{count} so far"
+        return f"subscribe: no new event for {seconds:.1f} s ({got}" + (f"; {filters}" if filters else "") + ")"
+
     try:
         async with contextlib.aclosing(stream) as events:
-            async for event in events:
-                out.write(orjson.dumps(event) + b"\n")
-                out.flush()
-                count += 1
-                if args.limit is not None and count >= args.limit:
-                    break
-    except (KafkaSecurityError, NotAuthorized) as exc:  # their text says what to check, in one line
-        print(f"ratings subscribe: {args.broker}: {exc}", file=sys.stderr)
-        return 3
+            # The next event is awaited in a task of its own: a quiet spell is noticed (a note,
+            # --timeout) without cancelling the read, which would end the stream.
+            following: asyncio.Future[dict[str, Any]] | None = None
+            noted = False
+            try:
+                while args.limit is None or count < args.limit:
+                    if following is None:
+                        following = asyncio.ensure_future(anext(events))
+                    quiet = 0.0 if since is None else loop.time() - since
+                    due = [QUIET_NOTE_SECONDS - quiet] if not noted else []  # the next note or stop
+                    if args.timeout is not None:
+                        due.append(args.timeout - quiet)
+                    done, _ = await asyncio.wait({following}, timeout=0.5 if since is None or not due else
+                                                 max(0.01, min(due)))
+                    if not done:
+                        quiet = 0.0 if since is None else loop.time() - since
+                        if args.timeout is not None and quiet >= args.timeout:
+                            print(waited(quiet) + ": stopped (--timeout)", file=sys.stderr, flush=True)
+                            break
+                        if quiet >= QUIET_NOTE_SECONDS and not noted:
+                            print(waited(quiet) + "; still waiting: Ctrl-C stops, --timeout S gives up by itself",
+                                  file=sys.stderr, flush=True)
+                            noted = True
+                        continue
+                    try:
+                        event = following.result()
+                    except StopAsyncIteration:
+                        break
+                    following, noted, since = None, False, loop.time()
+                    out.write(orjson.dumps(event) + b"\n")
+                    out.flush()
+                    count += 1
+            finally:
+                if following is not None and not following.done():
+                    following.cancel()  # ends the stream's read (its consumer stops), before it is closed
+                    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                        await following
     except (KafkaError, OSError) as exc:
         if isinstance(exc, BrokenPipeError):
             raise
-        print(f"ratings subscribe: {args.broker}: {exc!r}", file=sys.stderr)
-        return 2
-    return 0
+        return kafka_failed(args, exc)
+    return DONE
 
 
 # -- the parser ------------------------------------------------------------------
@@ -330,8 +390,8 @@ _WORKER_FLAGS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
 
 
 # The commands that read the HTTP API: LEAGUE, their own arguments, then where the API is.
-_READS = ("Exit status: 0 done; 1 the API refused the request (unknown league or player, a bad value: its message "
-          "is printed); 2 no worker could be reached or answer.")
+_READS = exit_statuses({REFUSED: "the API refused the request (unknown league or player, a bad value: its message "
+                                  "is printed)", UNREACHABLE: "no worker could be reached or answer"})
 _Argument = tuple[tuple[str, ...], dict[str, Any]]
 
 
@@ -367,16 +427,19 @@ def add_commands(sub: Any) -> None:
 
     p = command(sub, "subscribe", cmd_subscribe, "print rating-changed events as JSON lines",
                 "Print rating-changed events (or, with --dead-letters, dead letters) as JSON lines, one per line, until "
-                "--limit events or Ctrl-C. Reads every partition without a consumer group, from now on unless "
+                "--limit events, --timeout seconds without one, or Ctrl-C; after 30 s without an event it says so "
+                "on stderr, once. Reads every partition without a consumer group, from now on unless "
                 "--from-beginning: the principal needs only READ and DESCRIBE on the topic. "
-                "Exit status: 0 done (--limit); 2 a usage error, or the broker could not be reached or failed; "
-                "3 refused: TLS or SASL failed (a certificate not trusted, a client certificate required or refused, "
-                "a wrong user or password) or the principal may not read the topic (ACLs), said in one line; "
-                "130 Ctrl-C.")
+                + exit_statuses({NOT_ALLOWED: "refused: TLS or SASL failed (a certificate not trusted, a client "
+                                              "certificate required or refused, a wrong user or password) or the "
+                                              "principal may not read the topic (ACLs), said in one line",
+                                 UNREACHABLE: "no broker answered, or it failed"})[:-1] + "; 130 Ctrl-C.")
     p.add_argument("--league", "-l", help="only this league")
     p.add_argument("--player", "-p", help="only this player")
     p.add_argument("--from-beginning", action="store_true", help="start at the oldest event still in the topic")
     p.add_argument("--limit", "-n", type=positive_int, metavar="N", help="stop after N events")
+    p.add_argument("--timeout", type=positive_seconds, metavar="S",
+                   help="stop after S seconds without an event (exit status 0; stderr says how many came)")
     p.add_argument("--dead-letters", action="store_true", help="print dead letters (the DLQ topic) instead")
     add_common_flags(p)
 

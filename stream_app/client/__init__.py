@@ -16,16 +16,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, AsyncIterator, Callable, Iterable
 
-from ..inputs import BadEvent
+from ..engine import Match
+from ..inputs import BadEvent, Correction, SeasonStart, Void
+from ..leagues import LeagueConfig
 from ..security import KafkaSecurity
 from ..settings import DEFAULTS, Settings, bootstrap_servers
 from .kafka import KafkaConnection
 from .follower import EventFollower
-from .producer import Input, InputProducer, Inputs, Rejected, season_time
+from .producer import Input, InputProducer, Inputs, Rejected, correction_command, season_time, void_command
 from .reader import MAX_HISTORY_PAGE, ApiError, ApiReader, ApiUnreachable, api_url
 
 __all__ = ["ApiError", "ApiReader", "ApiUnreachable", "BadEvent", "EventFollower", "InputProducer", "KafkaConnection",
-           "RatingsClient", "bootstrap_servers", "season_time"]
+           "RatingsClient", "bootstrap_servers", "correction_command", "season_time", "void_command"]
 
 
 class RatingsClient:
@@ -46,10 +48,12 @@ class RatingsClient:
         request_timeout: float = 30.0,
         api: str | None = None,
         api_retries: int = 5,
+        config: LeagueConfig | None = None,
     ):
         self.connection = KafkaConnection(broker, match_topic, changes_topic, dlq_topic, partitions,
                                           security or KafkaSecurity(), client_id, request_timeout)
-        self.producer = InputProducer(self.connection)
+        # config: the workers' league configuration; with it, what a league's system cannot rate is not sent
+        self.producer = InputProducer(self.connection, config)
         self.follower = EventFollower(self.connection)
         self.reader = ApiReader(api, api_retries, request_timeout)  # api: any worker's base URL, e.g. http://127.0.0.1:6066
 
@@ -94,6 +98,9 @@ class RatingsClient:
                                                    compacted=compacted, required=required)
 
     # -- publishing: the producer's ------------------------------------------------
+    def check(self, event: Input) -> Match | Void | Correction | SeasonStart:
+        return self.producer.check(event)
+
     async def send(self, event: Input) -> Any:
         return await self.producer.send(event)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -80,6 +81,18 @@ class _RefusedConnections(logging.Filter):
                 return why
         return None
 
+    def unreachable(self) -> str | None:
+        """Each broker that could not be reached and why, e.g. '127.0.0.1:1: Connection refused'."""
+        said = []
+        for record in self.records:
+            host, port, error = record.args  # type: ignore[misc]
+            errno = getattr(error, "errno", None)
+            why = os.strerror(errno) if isinstance(errno, int) and errno > 0 else (
+                getattr(error, "strerror", None) or str(error) or type(error).__name__)
+            if f"{host}:{port}: {why}" not in said:
+                said.append(f"{host}:{port}: {why}")
+        return "; ".join(said) or None
+
     def release(self) -> None:
         """Log what was held back, as it would have been (no longer held back from then on)."""
         logging.getLogger(self.LOGGER).removeFilter(self)
@@ -90,10 +103,11 @@ class _RefusedConnections(logging.Filter):
 
 async def start_client(client: Any, security: KafkaSecurity) -> None:
     """`await client.start()` of an aiokafka producer, consumer or admin client. When its
-    bootstrap fails because of the connection's security (TLS, SASL), KafkaSecurityError
-    says why, in one line, instead of aiokafka's "Unable to bootstrap from [...]" after a
-    line logged per broker; any other failure is raised, and logged, as before. The caller
-    stops the client either way."""
+    bootstrap fails, the error raised says why in one line, instead of aiokafka's "Unable
+    to bootstrap from [...]" after a line logged per broker: KafkaSecurityError when the
+    connection's security (TLS, SASL) was refused, else KafkaConnectionError naming each
+    broker and why it could not be reached ('127.0.0.1:1: Connection refused'). Any other
+    failure is raised, and logged, as before. The caller stops the client either way."""
     with _RefusedConnections() as refused:
         try:
             await client.start()
@@ -101,6 +115,10 @@ async def start_client(client: Any, security: KafkaSecurity) -> None:
             why = refused.explained(security)
             if why is not None:
                 raise KafkaSecurityError(why) from None
+            unreachable = refused.unreachable()
+            if unreachable is not None:
+                refused.records = []  # said by the error: not logged as well
+                raise KafkaConnectionError(unreachable) from None
             refused.release()
             raise
     refused.release()  # started: another broker answered

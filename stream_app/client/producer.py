@@ -21,7 +21,9 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import TopicAuthorizationFailedError
 
-from ..inputs import CORRECTED, SEASON_STARTED, VOIDED, BadEvent, format_time, parse_input
+from ..engine import Match
+from ..inputs import CORRECTED, SEASON_STARTED, VOIDED, BadEvent, Correction, SeasonStart, Void, format_time, parse_input
+from ..leagues import LeagueConfig
 from .kafka import KafkaConnection, NotAuthorized, start_client
 
 log = logging.getLogger(__name__)
@@ -34,10 +36,15 @@ Rejected = list[tuple[int, BadEvent]]  # (index from 1, why)
 
 
 class InputProducer:
-    """Sends inputs to the match topic of a connection (start it first)."""
+    """Sends inputs to the match topic of a connection (start it first). With the workers'
+    league configuration (`config`), a result or correction its league's system cannot
+    rate (three players in an `elo` league, teams where the system has none) is refused
+    before it is sent, as BadEvent with the reason code and message of the dead letter the
+    worker would publish."""
 
-    def __init__(self, connection: KafkaConnection):
+    def __init__(self, connection: KafkaConnection, config: LeagueConfig | None = None):
         self.connection = connection
+        self.config = config
         self._producer: AIOKafkaProducer | None = None
 
     async def start(self, *, ensure_topics: bool = True) -> None:
@@ -81,8 +88,12 @@ class InputProducer:
         if producer is not None:
             await producer.stop()
 
-    def _prepare(self, event: dict[str, Any] | bytes | bytearray | str) -> tuple[bytes, bytes]:
-        """Validate; return (key, value) or raise BadEvent."""
+    def check(self, event: Input) -> Match | Void | Correction | SeasonStart:
+        """Validate an input as send() does, sending nothing: the input parsed, or BadEvent."""
+        return self._prepare(event)[2]
+
+    def _prepare(self, event: Input) -> tuple[bytes, bytes, Match | Void | Correction | SeasonStart]:
+        """Validate; return (key, value, the input parsed) or raise BadEvent."""
         if isinstance(event, dict):
             raw = orjson.dumps(event)
         elif isinstance(event, str):
@@ -92,7 +103,18 @@ class InputProducer:
         else:
             raise BadEvent("not_an_object", f"event: must be a JSON object, bytes or text (got {type(event).__name__})")
         item = parse_input(raw)  # size, encoding, JSON, schema and cross-field rules
-        return item.league.encode("utf-8"), raw
+        if self.config is not None:
+            self._check_ratable(item)
+        return item.league.encode("utf-8"), raw, item
+
+    def _check_ratable(self, item: Match | Void | Correction | SeasonStart) -> None:
+        """BadEvent if the league's system cannot rate the result (or correction)."""
+        # The worker's own check, so the refusal here is its dead letter, word for word.
+        from ..apply import check_ratable
+
+        match = item if isinstance(item, Match) else item.match if isinstance(item, Correction) else None
+        if match is not None:
+            check_ratable(self.config.rule_for(match.league).system, match)
 
     async def send(self, event: Input) -> "asyncio.Future[Any]":
         """Validate and enqueue one match result; returns a future of its RecordMetadata.
@@ -105,7 +127,7 @@ class InputProducer:
         """
         if self._producer is None:
             raise RuntimeError("the producer is not started (use 'async with' or await start())")
-        key, value = self._prepare(event)
+        key, value, _ = self._prepare(event)
         try:
             return await self._producer.send(self.connection.match_topic, value, key=key)
         except TopicAuthorizationFailedError:
@@ -131,14 +153,12 @@ class InputProducer:
 
     async def void(self, league: str, match_id: str, reason: str) -> Any:
         """Publish a match-voided.v1 command: the league is re-rated as if the result never counted."""
-        return await self.publish({"schema": VOIDED, "league": league, "match_id": match_id, "reason": reason})
+        return await self.publish(void_command(league, match_id, reason))
 
     async def correct(self, league: str, match_id: str, participants: list[dict[str, Any]], reason: str,
                       occurred_at: str | None = None) -> Any:
         """Publish a match-corrected.v1 command: the result with these standings (and time) instead."""
-        time = {} if occurred_at is None else {"occurred_at": occurred_at}
-        return await self.publish({"schema": CORRECTED, "league": league, "match_id": match_id,
-                                   "participants": participants, **time, "reason": reason})
+        return await self.publish(correction_command(league, match_id, participants, reason, occurred_at))
 
     async def start_season(self, league: str, season: str, at: str | datetime | None = None,
                            reason: str | None = None) -> Any:
@@ -204,6 +224,19 @@ class InputProducer:
             if pending:
                 await drain()
         return sent, rejected
+
+
+def void_command(league: str, match_id: str, reason: str) -> dict[str, Any]:
+    """A match-voided.v1 command (not validated: check() or publish() does)."""
+    return {"schema": VOIDED, "league": league, "match_id": match_id, "reason": reason}
+
+
+def correction_command(league: str, match_id: str, participants: list[dict[str, Any]], reason: str,
+                       occurred_at: str | None = None) -> dict[str, Any]:
+    """A match-corrected.v1 command; without occurred_at the result keeps its time."""
+    time = {} if occurred_at is None else {"occurred_at": occurred_at}
+    return {"schema": CORRECTED, "league": league, "match_id": match_id, "participants": participants, **time,
+            "reason": reason}
 
 
 def season_time(at: str | datetime | None = None, league: str | None = None) -> str:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import orjson
-from aiohttp import ClientError, ClientSession, ClientTimeout
+from aiohttp import ClientError, ClientSession, ClientTimeout, web
 from faust.web import Request, Response, View
 
 from ..inputs import ID_RULE, format_time, is_id
@@ -32,7 +32,11 @@ from .ui import ui_routes
 MAX_LEADERBOARD_LIMIT = 100_000
 MAX_RADIUS = 1_000
 MAX_HISTORY_LIMIT = 1_000
-MAX_SEQ = 2**63  # history seqs are stored in 8 bytes
+# Past the last ranked player a page is empty, so any bound above a league's
+# players would do: this one is far above and keeps the message readable.
+MAX_OFFSET = 10_000_000
+# A history seq counts the player's own changes: no player comes near it.
+MAX_SEQ = 1_000_000_000
 ROUTED_HEADER = "X-Ratings-Routed"  # a request forwarded by another worker: answer it here
 
 
@@ -49,10 +53,8 @@ def int_param(request: Request, name: str, default: int | None, low: int, high: 
     text = request.query.get(name)
     if text is None:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
+    # ASCII digits only: int() also takes a sign, spaces, '_' and other scripts' digits.
+    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
     if value is None or not low <= value <= high:
         raise Refused(400, f"{name}: must be an integer from {low} to {high} (got {text[:40]!r})")
     return value
@@ -220,7 +222,7 @@ class Api:
             radius = int_param(request, "radius", 10, 0, MAX_RADIUS)
         else:
             limit = int_param(request, "limit", 100, 1, MAX_LEADERBOARD_LIMIT)
-            offset = int_param(request, "offset", 0, 0, 2**31)
+            offset = int_param(request, "offset", 0, 0, MAX_OFFSET)
         record = self._league_record(league)
         standings = await self.reads.standings(league)
         if around is not None:
@@ -282,7 +284,7 @@ class Api:
     def season_leaderboard(self, request: Request, league: str, season: str) -> dict[str, Any]:
         id_param("season", season)
         limit = int_param(request, "limit", 100, 1, MAX_LEADERBOARD_LIMIT)
-        offset = int_param(request, "offset", 0, 0, 2**31)
+        offset = int_param(request, "offset", 0, 0, MAX_OFFSET)
         record = self._league_record(league)
         number, row = self._season(league, season)
         if "end" not in row:
@@ -391,6 +393,27 @@ def _why_unranked(standings: Standings, standing: Standing) -> str:
 
 async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                      ) -> web.StreamResponse:
+    """aiohttp's own refusals (no such path, a method no view answers) as JSON
+    `{"error": ...}`, like every other error of the API, not as text/plain."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        if exc.status == 404:
+            message = f"no such path: {request.path[:200]} (GET /openapi.json lists the API's paths)"
+        elif exc.status == 405:
+            message = f"method {request.method} not allowed on {request.path[:200]}: the API is read-only (GET)"
+        else:
+            message = exc.reason
+        headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return web.Response(body=orjson.dumps({"error": message}), status=exc.status,
+                            content_type="application/json", headers=headers)
 
 
 def _json(view: View, doc: dict[str, Any], status: int = 200) -> Response:

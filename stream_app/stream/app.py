@@ -12,8 +12,10 @@ and applies them in the batch loop (stream/batch_loop.py).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
+import socket
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -29,7 +31,7 @@ from ..inputs import MAX_EVENT_BYTES
 from ..leagues import LeagueConfig
 from ..settings import Settings
 from . import kafka_io, membership, observe
-from .api import Api
+from .api import Api, json_errors
 from .broker_watch import BrokerWatch
 from .intake import Intake, KafkaTopicReader
 from .reads import Reads
@@ -120,6 +122,7 @@ class WorkerApp:
             web_bind=s.web_host,
             web_host=s.web_host,
             web_tables_enabled=False,  # never serve raw tables
+            web_application_options={"middlewares": [json_errors]},  # an unknown path answers JSON too
             broker_session_timeout=s.session_timeout,
             broker_heartbeat_interval=s.heartbeat_interval,
             consumer_auto_offset_reset="earliest",
@@ -384,6 +387,8 @@ class WorkerApp:
 
 def run_worker(settings: Settings, loglevel: str = "info") -> int:
     """Run one worker in the foreground until SIGINT/SIGTERM."""
+    _check_web_port(settings.web_host, settings.web_port)
+    RebalanceLines.install()
     runtime.collect_for_batches()
     kafka_io.no_topics_created_by_metadata()
     kafka_io.faust_topics_created_with_a_broker_down()
@@ -407,3 +412,68 @@ def run_worker(settings: Settings, loglevel: str = "info") -> int:
         return exc.code if isinstance(exc.code, int) else 0
     return 0
 
+
+class RebalanceLines(logging.Filter):
+    """aiokafka's INFO lines at a rebalance, which Faust's log formatter draws as tables
+    (faust.worker.format_log_arguments: a set of partitions or topics, ten lines or
+    more each): the new assignment is kept as one line, its partitions compact
+    ("match-results 4-7, ..."); the revoked set and the subscriptions (every consumer
+    the worker starts for a changelog logs one) are dropped."""
+
+    LOGGERS = ("aiokafka.consumer.group_coordinator", "aiokafka.consumer.subscription_state",
+               "aiokafka.consumer.consumer")
+    DROPPED = ("Revoking previously assigned partitions", "Updating subscribed topics", "Subscribed to topic")
+    ASSIGNED = "Setting newly assigned partitions"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING or not isinstance(record.msg, str):
+            return True
+        if record.msg.startswith(self.DROPPED):
+            return False
+        if record.msg.startswith(self.ASSIGNED) and record.args:
+            record.args = (compact_partitions(record.args[0]), *record.args[1:])
+        return True
+
+    @classmethod
+    def install(cls) -> None:
+        for name in cls.LOGGERS:
+            logger = logging.getLogger(name)
+            if not any(isinstance(found, cls) for found in logger.filters):
+                logger.addFilter(cls())
+
+
+def compact_partitions(partitions: Any) -> str:
+    """{TP("t", 4), TP("t", 5), TP("u", 0)} -> "t 4-5, u 0" (runs of partitions joined);
+    "none" for none."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    said = []
+    for topic, numbers in sorted(by_topic.items()):
+        runs: list[list[int]] = []
+        for number in sorted(numbers):
+            if runs and number == runs[-1][1] + 1:
+                runs[-1][1] = number
+            else:
+                runs.append([number, number])
+        said.append(f"{topic} " + ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs))
+    return ", ".join(said) or "none"
+
+
+def _check_web_port(host: str, port: int) -> None:
+    """Stop with one line if the API cannot listen on host:port. Faust binds it only
+    once the worker is starting, and a port in use then ends in a 70-line traceback.
+    Bound as aiohttp binds (SO_REUSEADDR: a stopped worker's TIME_WAIT connections
+    do not count); a program taking the port in between still reaches Faust's error."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise SystemExit(f"ratings worker: web port {port} on {host} is already in use (another worker?): "
+                             "choose another with --web-port (RATINGS_WEB_PORT)") from None
+        raise SystemExit(f"ratings worker: cannot serve the API on {host}:{port}: "
+                         f"{exc.strerror or exc} (--web-host, --web-port)") from None

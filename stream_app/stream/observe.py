@@ -15,6 +15,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
+from ..inputs import format_time
 from ..leagues import LeagueConfig
 
 log = logging.getLogger(__name__)
@@ -284,6 +285,9 @@ class Tally:
                  league, rerated.match_id, rerated.reapplied, len(rerated.corrections), seconds)
 
     def counts(self) -> dict[str, Any]:
-        names = ("applied", "dead_letters", "duplicates", "forwarded", "rerates", "rerate_parts", "last_rerate", "started_at",
+        names = ("applied", "dead_letters", "duplicates", "forwarded", "rerates", "rerate_parts", "last_rerate",
                  "first_applied_at")
-        return {**{name: getattr(self, name) for name in names}, "compiled_modules": self.compiled}
+        # started_at is for people (RFC 3339, as every time the API gives); first_applied_at
+        # stays a Unix time: the tests and benchmarks measure recovery with it.
+        return {**{name: getattr(self, name) for name in names}, "started_at": format_time(float(int(self.started_at))),
+                "compiled_modules": self.compiled}

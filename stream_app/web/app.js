@@ -59,9 +59,18 @@ const aroundHref = (league, player) => `#/league/${seg(league)}/around/${seg(pla
 const playerHref = (league, player) => `#/player/${seg(league)}/${seg(player)}`;
 const versusHref = (league, player, opponent) => `${playerHref(league, player)}/vs/${seg(opponent)}`;
 const when = (text) => (text ? text.replace("T", " ").replace("Z", " UTC") : "–");
-const fixed = (x, digits = 1) => (x === null || x === undefined ? "–" : Number(x).toFixed(digits));
-const percent = (p) => (p === null || p === undefined ? "–" : `${(100 * p).toFixed(1)}%`);
-const signed = (x) => (x === undefined ? "–" : (x >= 0 ? "+" : "") + fixed(x));
+// toFixed keeps the sign of a value that rounds to zero ("-0.0"): shown without it.
+const fixed = (x, digits = 1) => {
+  if (x === null || x === undefined) return "–";
+  const text = Number(x).toFixed(digits);
+  return /^-0(\.0*)?$/.test(text) ? text.slice(1) : text;
+};
+const percent = (p) => (p === null || p === undefined ? "–" : `${fixed(100 * p)}%`);
+// A change: "+" before what rounds above zero; zero has no sign.
+const signed = (x) => {
+  const text = fixed(x);
+  return text === "–" || text.startsWith("-") || Number(text) === 0 ? text : `+${text}`;
+};
 
 function problem(error) {
   return el("p", { class: "error", id: "message", text: error.message });
@@ -247,6 +256,7 @@ async function playerPage(draw, league, player, opponent) {
   const facts = [["rating", "rating", fixed(doc.rating)], ["rank", "rank", doc.rank === null ? "–" : `#${doc.rank}`],
     ["percentile", "percentile", doc.percentile === null ? "–" : `${fixed(doc.percentile)}%`],
     ["matches", "matches", String(doc.matches)]];
+  if ("soft_rating" in doc) facts.push(["soft-rating", "soft rating", fixed(doc.soft_rating)]);
   if ("uncertainty" in doc) facts.push(["uncertainty", "uncertainty", fixed(doc.uncertainty)]);
   if ("tier" in doc) facts.push(["tier", "tier", doc.tier || "–"]);
   if ("season" in doc) facts.push(["season", "season", doc.season || "–"]);
@@ -263,11 +273,14 @@ async function playerPage(draw, league, player, opponent) {
     changes.length ? chart(changes.slice().reverse()) : el("p", { class: "note", text: "No history kept." }),
     seasons && seasons.seasons.length ? el("h2", { text: "Seasons" }) : null,
     seasons && seasons.seasons.length ? seasonsTable(league, seasons.seasons) : null,
-    el("h2", { text: "Against another player" }),
+    el("h2", { id: "versus-heading", text: "Against another player" }),
     versusForm(league, player, opponent),
     opponent === null ? null : await versusSection(league, player, opponent),
     el("h2", { text: "Recent matches" }),
     recentTable(changes.slice(0, RECENT)));
+  // The comparison asked for is below the fold: brought into view, from its heading.
+  const heading = opponent === null ? null : document.getElementById("versus-heading");
+  if (heading !== null) heading.scrollIntoView({ block: "start" });
 }
 
 // Pick an opponent: the route names them, so the comparison can be linked to.
@@ -286,14 +299,17 @@ function versusForm(league, player, opponent) {
 // What the league's system expects of a match between the two (win and draw
 // probabilities, the rating at stake) and what they did when they met.
 async function versusSection(league, player, opponent) {
-  const query = `team=${seg(player)}&team=${seg(opponent)}`;
-  const odds = await api(`/leagues/${seg(league)}/predict?${query}`);
-  let record = null;
+  let record;
   try {
     record = await api(`/leagues/${seg(league)}/players/${seg(player)}/versus/${seg(opponent)}?limit=10`);
   } catch (error) {
-    if (!(error instanceof ApiError && error.status === 404)) throw error;  // a newcomer: no record yet
+    // An id the league does not know (mistyped?), or the player themself: said plainly,
+    // with no prediction (one against a newcomer would look as sure as any other).
+    if (!(error instanceof ApiError && (error.status === 404 || error.status === 400))) throw error;
+    const text = error.status === 404 ? `Unknown opponent: no player ${opponent} in ${league}. Check the id.` : error.message;
+    return el("section", { id: "versus" }, el("p", { class: "error", id: "versus-unknown", text }));
   }
+  const odds = await api(`/leagues/${seg(league)}/predict?team=${seg(player)}&team=${seg(opponent)}`);
   const [mine, theirs] = odds.sides;
   const facts = [["win-player", `${player} wins`, percent(mine.win)], ["win-opponent", `${opponent} wins`, percent(theirs.win)]];
   if (odds.draw !== null) facts.push(["draw", "draw", percent(odds.draw)]);
@@ -305,14 +321,13 @@ async function versusSection(league, player, opponent) {
       ([name, side, outcomes]) => el("tr", { "data-player": name }, el("td", { text: name }),
         ...outcomes.map((outcome) => el("td", { class: `num ${outcome}`, text: signed(side.change[outcome][name]) }))))))
     : el("p", { class: "note", id: "stake-note", text: odds.change_unavailable || "No rating at stake for this match." });
-  const newcomers = odds.newcomers.length
-    ? el("p", { class: "note", id: "newcomers", text: `Not rated yet: ${odds.newcomers.join(", ")}.` }) : null;
-  const against = record ? record.against : null;
-  const summary = record === null ? el("p", { class: "note", id: "versus-none", text: "They have not played each other." })
+  const against = record.against;
+  const summary = against.matches === 0 && record.together.matches === 0
+    ? el("p", { class: "note", id: "versus-none", text: "They have not played each other." })
     : el("p", { id: "versus-record", text: `Against each other: ${against.matches} matches, ${against.wins} won, `
         + `${against.draws} drawn, ${against.losses} lost by ${player}`
         + (record.together.matches ? `; on the same side: ${record.together.matches}, ${record.together.wins} won.` : ".") });
-  const recent = record && record.recent.length ? el("table", { id: "versus-recent" },
+  const recent = record.recent.length ? el("table", { id: "versus-recent" },
     el("thead", {}, el("tr", {}, ...["match", "occurred at", "side", "places", player, opponent].map(
       (head, i) => el("th", { class: i > 2 ? "num" : "", text: head })))),
     el("tbody", {}, ...record.recent.map((m) => el("tr", {},
@@ -324,7 +339,7 @@ async function versusSection(league, player, opponent) {
   return el("section", { id: "versus" },
     el("dl", { class: "facts" }, ...facts.map(([id, label, value]) =>
       el("div", {}, el("dt", { text: label }), el("dd", { id, text: value })))),
-    stake, newcomers, summary, recent);
+    stake, summary, recent);
 }
 
 // The player's final standing in each ended season they played in, oldest first.
@@ -345,12 +360,12 @@ function seasonsTable(league, seasons) {
 
 function recentTable(changes) {
   const rows = changes.map((c) => {
-    const delta = c.rating_after - c.rating_before;
+    const delta = signed(c.rating_after - c.rating_before);
     return el("tr", {},
       el("td", { class: "num", text: String(c.seq) }), el("td", { text: c.match_id }),
       el("td", { text: when(c.occurred_at) }), el("td", { class: "num", text: String(c.rank) }),
       el("td", { class: "num", text: fixed(c.rating_before) }), el("td", { class: "num", text: fixed(c.rating_after) }),
-      el("td", { class: `num ${delta >= 0 ? "up" : "down"}`, text: (delta >= 0 ? "+" : "") + fixed(delta) }));
+      el("td", { class: `num ${delta.startsWith("-") ? "down" : "up"}`, text: delta }));
   });
   return el("table", { id: "recent" },
     el("thead", {}, el("tr", {}, ...["seq", "match", "occurred at", "place", "before", "after", "change"].map(
@@ -358,17 +373,20 @@ function recentTable(changes) {
     el("tbody", {}, ...rows));
 }
 
-// The rating after each change against its seq; a band of rating ± uncertainty
-// where the system has one. Each point carries its seq and rating as data
-// attributes (the exact numbers of the API).
+// The rating after each change against its seq, from the rating before the oldest
+// change kept (the initial rating when the whole history is kept); a band of
+// rating ± uncertainty where the system has one. Each point carries its seq and
+// rating as data attributes (the exact numbers of the API); the start is a
+// point of class "start" at the seq before.
 function chart(points) {
   const width = 920, height = 300, left = 56, right = 12, top = 12, bottom = 28;
+  const start = { seq: points[0].seq - 1, rating: points[0].rating_before };
   const banded = points.every((p) => typeof p.uncertainty === "number");
   const lows = points.map((p) => (banded ? p.rating_after - p.uncertainty : p.rating_after));
   const highs = points.map((p) => (banded ? p.rating_after + p.uncertainty : p.rating_after));
-  let low = Math.min(...lows), high = Math.max(...highs);
+  let low = Math.min(start.rating, ...lows), high = Math.max(start.rating, ...highs);
   if (high - low < 1) { low -= 1; high += 1; }
-  const firstSeq = points[0].seq, lastSeq = points[points.length - 1].seq;
+  const firstSeq = start.seq, lastSeq = points[points.length - 1].seq;
   const x = (seq) => left + (lastSeq === firstSeq ? 0.5 : (seq - firstSeq) / (lastSeq - firstSeq)) * (width - left - right);
   const y = (r) => top + (1 - (r - low) / (high - low)) * (height - top - bottom);
   const root = svg("svg", { id: "history-chart", viewBox: `0 0 ${width} ${height}`, role: "img",
@@ -377,12 +395,14 @@ function chart(points) {
               svg("line", { class: "axis", x1: left, y1: top, x2: left, y2: height - bottom }));
   for (const value of [low, (low + high) / 2, high]) {
     const label = svg("text", { x: left - 6, y: y(value) + 4, "text-anchor": "end" });
-    label.textContent = value.toFixed(0);
+    label.textContent = fixed(value, 0);
     root.append(label);
   }
-  for (const seq of [firstSeq, lastSeq]) {
-    const label = svg("text", { x: x(seq), y: height - 8, "text-anchor": "middle" });
-    label.textContent = `#${seq}`;
+  // The first label starts at its point and the last ends at its own, so that
+  // neither runs past the chart's edges.
+  for (const [seq, anchor] of [[firstSeq, "start"], [lastSeq, "end"]]) {
+    const label = svg("text", { class: "x-label", x: x(seq), y: height - 8, "text-anchor": anchor });
+    label.textContent = seq === 0 ? "start" : `#${seq}`;
     root.append(label);
   }
   if (banded) {
@@ -390,8 +410,15 @@ function chart(points) {
     const lower = points.map((p, i) => `${x(p.seq)},${y(lows[i])}`).reverse();
     root.append(svg("polygon", { class: "band", points: upper.concat(lower).join(" ") }));
   }
-  root.append(svg("polyline", { class: "line", points: points.map((p) => `${x(p.seq)},${y(p.rating_after)}`).join(" ") }));
+  const line = [`${x(start.seq)},${y(start.rating)}`, ...points.map((p) => `${x(p.seq)},${y(p.rating_after)}`)];
+  root.append(svg("polyline", { class: "line", points: line.join(" ") }));
   const radius = points.length > 300 ? 1.2 : 2.5;
+  const first = svg("circle", { class: "start", cx: x(start.seq), cy: y(start.rating), r: radius,
+                                "data-seq": String(start.seq), "data-rating": String(start.rating) });
+  const startTip = svg("title", {});
+  startTip.textContent = `before #${points[0].seq}: ${fixed(start.rating)}`;
+  first.append(startTip);
+  root.append(first);
   for (const p of points) {
     const dot = svg("circle", { cx: x(p.seq), cy: y(p.rating_after), r: radius,
                                 "data-seq": String(p.seq), "data-rating": String(p.rating_after) });

@@ -1,16 +1,15 @@
 """The command line's flags: defaults from RATINGS_* variables, checked values (no broker needed);
 `ratings season-start` against a stand-in producer, `ratings replay --seasons`."""
 
-import asyncio
 import re
 import time
 from datetime import datetime, timedelta, timezone
-from types import SimpleNamespace
 
 import orjson
 import pytest
 
 from stream_app import cli
+from stream_app.cli.flags import UNREACHABLE
 from stream_app.client import InputProducer, RatingsClient
 from stream_app.inputs import BadEvent, SeasonStart, parse_input, parse_time
 
@@ -128,35 +127,6 @@ def test_the_api_is_the_flag_then_the_environment_then_port_6066(monkeypatch):
 
 
 # -- ratings season-start ----------------------------------------------------------------
-class FakeProducer:
-    """Stands in for the client's aiokafka producer: keeps what is sent, acknowledges it at once."""
-
-    def __init__(self) -> None:
-        self.starts = 0
-        self.sent: list[tuple[str, bytes | None, bytes]] = []
-
-    async def send(self, topic: str, value: bytes, key: bytes | None = None) -> "asyncio.Future":
-        self.sent.append((topic, key, value))
-        acknowledged = asyncio.get_running_loop().create_future()
-        acknowledged.set_result(SimpleNamespace(topic=topic, partition=3, offset=len(self.sent) + 40))
-        return acknowledged
-
-    async def stop(self) -> None:
-        pass
-
-
-@pytest.fixture
-def producer(monkeypatch) -> FakeProducer:
-    fake = FakeProducer()
-
-    async def start(self, *, ensure_topics: bool = True) -> None:
-        fake.starts += 1
-        self._producer = fake
-
-    monkeypatch.setattr(InputProducer, "start", start)
-    return fake
-
-
 @pytest.mark.parametrize("argv, words", [
     (["season-start", "chess"], "the following arguments are required: NAME"),
     (["season-start", "chess", "s1", "--at"], "--at: expected one argument"),
@@ -222,15 +192,16 @@ def test_season_start_refuses_a_bad_value_naming_the_argument_before_connecting(
     assert producer.starts == 0 and producer.sent == []
 
 
-def test_season_start_exits_2_when_the_broker_cannot_be_reached(monkeypatch, capsys):
+def test_season_start_exits_4_when_the_broker_cannot_be_reached(monkeypatch, capsys):
     from aiokafka.errors import KafkaConnectionError
 
     async def start(self, *, ensure_topics: bool = True) -> None:
-        raise KafkaConnectionError("Unable to bootstrap from [('127.0.0.1', 1)]")
+        raise KafkaConnectionError("127.0.0.1:1: Connection refused")
 
     monkeypatch.setattr(InputProducer, "start", start)
-    assert cli.main(["season-start", "arena", "s1", "--broker", "kafka://127.0.0.1:1"]) == 2
-    assert capsys.readouterr().err.startswith("ratings season-start: cannot publish to kafka://127.0.0.1:1: ")
+    assert cli.main(["season-start", "arena", "s1", "--broker", "kafka://127.0.0.1:1"]) == UNREACHABLE
+    assert capsys.readouterr().err.startswith(
+        "ratings season-start: cannot connect to kafka://127.0.0.1:1 (127.0.0.1:1: Connection refused)\n")
 
 
 async def test_client_start_season_sends_the_time_as_given_or_in_utc_and_validates(producer):

@@ -87,10 +87,12 @@ def test_commands_are_validated_and_keyed_by_league(broker, topics, capsys):
             assert caught.value.code == "duplicate_player"
 
     asyncio.run(publish())
-    assert cli.main(["void", "karting", "k9", "--reason", "jump start", "--broker", broker.url, *topics.cli_args()]) == 0
-    assert "void of karting/k9 published" in capsys.readouterr().out
+    assert cli.main(["void", "karting", "k9", "--reason", "jump start", "--wait", "0", "--broker", broker.url,
+                     *topics.cli_args()]) == 0
+    said = capsys.readouterr().out
+    assert "void of karting/k9 published" in said and "not followed (--wait 0)" in said
     assert cli.main(["void", "karting", "bad id", "--reason", "x", "--broker", broker.url, *topics.cli_args()]) == 1
-    assert "match_id: must be 1 to 128 characters" in capsys.readouterr().err
+    assert "ratings void: MATCH_ID: must be 1 to 128 characters" in capsys.readouterr().err
     records, _ = asyncio.run(read_topic(broker.bootstrap, topics.match, 3))
     sent = {r.key: orjson.loads(r.value) for r in records}
     assert sent[b"chess"] == {"schema": "match-voided.v1", "league": "chess", "match_id": "c1", "reason": "annulled"}

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import socket
-import threading
 from typing import Any, Callable
 
 import orjson
@@ -19,42 +17,9 @@ from stream_app import cli
 from stream_app.client.reader import ApiReader
 from stream_app.client import ApiError, ApiUnreachable, EventFollower, InputProducer, RatingsClient
 from stream_app.settings import Settings
+from stream_app.cli.flags import REFUSED, UNREACHABLE, USAGE
 from tests.support.ports import free_port
-
-
-class FakeApi:
-    """An HTTP server on a thread of its own: `answer(request)` gives (status, document);
-    every request's raw path and query is kept in `seen`."""
-
-    def __init__(self, answer: Callable[[web.Request], tuple[int, Any]]):
-        self.answer = answer
-        self.seen: list[str] = []
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    async def _handle(self, request: web.Request) -> web.Response:
-        self.seen.append(request.raw_path)
-        status, doc = self.answer(request)
-        body = doc if isinstance(doc, bytes) else orjson.dumps(doc)
-        return web.Response(body=body, status=status, content_type="application/json")
-
-    def __enter__(self) -> FakeApi:
-        app = web.Application()
-        app.router.add_route("GET", "/{tail:.*}", self._handle)
-        self.runner = web.AppRunner(app)
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.runner.setup(), self.loop).result(10)
-        asyncio.run_coroutine_threadsafe(web.SockSite(self.runner, self.sock).start(), self.loop).result(10)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+from tests.support.stand_ins import FakeApi
 
 
 def history_of(n: int) -> Callable[[web.Request], tuple[int, Any]]:
@@ -254,12 +219,70 @@ def test_player_prints_the_state_and_the_newest_history(capsys):
     assert len(lines) == 13
 
 
-def test_a_refusal_exits_1_with_the_apis_message_and_no_answer_exits_2(capsys):
+def test_a_refusal_exits_1_with_the_apis_message_and_no_answer_exits_4_not_the_usage_errors_2(capsys, monkeypatch):
+    monkeypatch.setattr(ApiReader, "backoff", 0.01)  # the 503's retries, quickly
     with FakeApi(arena) as api:
-        assert cli.main(["player", "arena", "nobody", "--api", api.url]) == 1
+        assert cli.main(["player", "arena", "nobody", "--api", api.url]) == REFUSED
     assert capsys.readouterr().err == "ratings player: not found: /leagues/arena/players/nobody (HTTP 404)\n"
-    assert cli.main(["leaderboard", "arena", "--web-port", str(free_port())]) == 2
+    assert cli.main(["leaderboard", "arena", "--web-port", str(free_port())]) == UNREACHABLE == 4
     assert "ratings leaderboard: cannot reach the API at http://127.0.0.1:" in capsys.readouterr().err
+    with FakeApi(lambda request: (503, {"error": "rebalancing"})) as api:
+        assert cli.main(["player", "arena", "cy", "--api", api.url]) == UNREACHABLE
+    assert "(HTTP 503): the workers are rebalancing" in capsys.readouterr().err
+
+
+# -- predict and versus ------------------------------------------------------------------
+PREDICTION = {"league": "arena", "algorithm": "elo", "rank_probability": 0.5, "draw": -1e-9, "quality": 1.0,
+              "newcomers": [],
+              "sides": [{"players": ["ann"], "ratings": {"ann": -0.04}, "win": 0.5, "rank": 1,
+                         "change": {"win": {"ann": 16.0}, "draw": {"ann": -0.04}, "loss": {"ann": -16.0}}},
+                        {"players": ["bob"], "ratings": {"bob": 0.0}, "win": 0.5, "rank": 1,
+                         "change": {"win": {"bob": 16.0}, "draw": {"bob": 0.04}, "loss": {"bob": -16.0}}}]}
+
+
+def test_predict_shows_no_negative_zero(capsys):
+    with FakeApi(lambda request: (200, PREDICTION)) as api:
+        assert cli.main(["predict", "arena", "ann", "bob", "--api", api.url]) == 0
+    out = capsys.readouterr().out
+    assert "-0.0" not in out
+    ann = next(line for line in out.splitlines() if line.startswith("ann ("))
+    assert ann.split() == ["ann", "(0.0)", "50.0%", "1", "+16.0", "+0.0", "-16.0"]
+    assert "a draw 0.0%" in out
+
+
+def test_predict_says_sides_where_the_api_says_team(capsys):
+    refusal = "team: side 1: the 'elo' system rates individuals, not teams (one player per side)"
+    with FakeApi(lambda request: (400, {"error": refusal})) as api:
+        assert cli.main(["predict", "arena", "ann,cy", "bob", "--api", api.url]) == REFUSED
+        assert capsys.readouterr().err == ("ratings predict: side 1: the 'elo' system rates individuals, not teams "
+                                           "(one player per side) (HTTP 400)\n")
+        # The sides' own rules are checked here, naming SIDE, before the API is asked.
+        assert cli.main(["predict", "arena", "ann", "--api", api.url]) == USAGE
+        assert capsys.readouterr().err == "ratings predict: SIDE: at least two sides, one 'SIDE' each (got 1)\n"
+        assert cli.main(["predict", "arena", "ann", "bob,ann", "--api", api.url]) == USAGE
+        assert capsys.readouterr().err == "ratings predict: SIDE: player 'ann' is on sides 1 and 2\n"
+    assert len(api.seen) == 1
+
+
+def versus_of(player: str, opponent: str) -> dict[str, Any]:
+    return {"league": "karting", "player": player, "opponent": opponent, "algorithm": "elo-pairwise", "matches": 1,
+            "against": {"matches": 1, "wins": 1, "draws": 0, "losses": 0}, "together": {"matches": 0, "wins": 0},
+            "recent": [{"match_id": "race-1", "occurred_at": None, "side": "against", "rank": 1, "opponent_rank": 2,
+                        "rating_before": 0.0, "rating_after": 4.0, "opponent_rating_before": 0.0,
+                        "opponent_rating_after": -0.04}]}
+
+
+def test_versus_headings_keep_ids_with_a_common_prefix_apart(capsys):
+    player, opponent = "karting-p0001-long-name", "karting-p0001-long-other"
+    with FakeApi(lambda request: (200, versus_of(player, opponent))) as api:
+        assert cli.main(["versus", "karting", player, opponent, "--api", api.url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    heading, row = lines[-2], lines[-1]
+    assert heading.split()[-2:] == [player, opponent]
+    # Each change sits under its player's id, right-aligned to the same column end.
+    assert heading.index(player) + len(player) == row.index("+4.0") + len("+4.0")
+    assert heading.endswith(opponent) and row.endswith("+0.0")
+    assert "-0.0" not in "\n".join(lines)
 
 
 # -- seasons ---------------------------------------------------------------------------

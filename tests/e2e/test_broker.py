@@ -95,12 +95,12 @@ def test_a_result_dated_days_ahead_is_taken_stamped_with_its_send_time(broker, t
     assert abs(record.timestamp / 1000 - sent_at) < 60
 
 
-def test_produce_command_exit_status_2_without_broker(tmp_path, capsys):
+def test_produce_command_exit_status_4_without_broker_and_5_without_its_file(tmp_path, capsys):
     path = tmp_path / "m.jsonl"
     path.write_bytes(orjson.dumps(match("chess", "c1")) + b"\n")
-    assert cli.main(["produce", str(path), "--broker", f"kafka://127.0.0.1:{free_port()}"]) == 2
+    assert cli.main(["produce", str(path), "--broker", f"kafka://127.0.0.1:{free_port()}"]) == 4
     assert "cannot connect" in capsys.readouterr().err
-    assert cli.main(["produce", str(tmp_path / "missing.jsonl")]) == 2
+    assert cli.main(["produce", str(tmp_path / "missing.jsonl")]) == 5
 
 
 def test_subscribe_command_prints_json_lines_until_limit(broker, topics, capsys):

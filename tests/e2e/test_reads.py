@@ -6,6 +6,8 @@ brute-force sort of its players; and bad requests refused by name."""
 from __future__ import annotations
 
 import random
+import time
+import urllib.error
 import urllib.request
 
 import orjson
@@ -242,3 +244,45 @@ def test_every_worker_serves_the_openapi_document_and_its_own_answers_match_it(s
             assert reply.status == 200 and reply.headers.get_content_type() == "application/json"
             assert orjson.loads(reply.read()) == document()
         assert checked(worker, "/health")[0] == checked(worker, "/ready")[0] == 200
+
+
+@pytest.mark.parametrize("path", ["/nope", "/leagues/chess/players", "/leagues/chess/players/chess-p0001/history/x"])
+def test_a_path_the_api_does_not_have_is_a_json_404(served, path):
+    a, _, _ = served
+    request = urllib.request.Request(a.url + path)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 404 and refused.value.headers.get_content_type() == "application/json"
+    assert orjson.loads(refused.value.read()) == {
+        "error": f"no such path: {path} (GET /openapi.json lists the API's paths)"}
+
+
+def test_a_method_other_than_get_is_a_json_405(served):
+    a, _, _ = served
+    request = urllib.request.Request(a.url + "/leagues/chess", data=b"{}", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 405 and refused.value.headers.get_content_type() == "application/json"
+    assert orjson.loads(refused.value.read())["error"].startswith("method POST not allowed on /leagues/chess")
+
+
+def test_health_gives_its_start_time_in_rfc_3339_like_every_other_time(served):
+    a, _, _ = served
+    status, health = checked(a, "/health")  # the schema's Time: a string, format date-time
+    started = parse_time(health["started_at"])
+    assert status == 200 and health["started_at"].endswith("Z") and started == int(started)
+    assert abs(started - time.time()) < 3600
+
+
+def test_a_rebalance_is_one_line_in_each_workers_log_and_no_table(served):
+    """Both workers were in the group (so a rebalance happened): each logged what it was
+    assigned in one line a time; none of Faust's tables of partitions or topics."""
+    a, b, _ = served
+    for worker in (a, b):
+        text = worker.log_path.read_text()
+        assigned = [line for line in text.splitlines() if "Setting newly assigned partitions" in line]
+        assert assigned and all(line.endswith(f"for group {worker.topic_prefix} ") or
+                                line.endswith(f"for group {worker.topic_prefix}") for line in assigned), assigned
+        assert "+----" not in text and "Updating subscribed topics" not in text and "Subscribed to topic" not in text
+    assert any(".matches " in line for line in b.log_path.read_text().splitlines()
+               if "Setting newly assigned partitions" in line)

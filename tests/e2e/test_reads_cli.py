@@ -270,7 +270,7 @@ def test_refusals_exit_1_with_the_apis_message_and_no_worker_exits_2(served, cap
     assert done.returncode == 1 and "provisional" in done.stderr and done.stdout == ""
     done = subprocess.run([*RATINGS, "player", "chess", "chess-p0001", "--web-port", str(free_port())],
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "cannot reach the API at http://127.0.0.1:" in done.stderr
+    assert done.returncode == 4 and "cannot reach the API at http://127.0.0.1:" in done.stderr
 
 
 async def predict_with_client(url: str, league: str, sides: list[list[str]]) -> dict:
@@ -310,7 +310,7 @@ def test_predict_prints_and_returns_what_the_api_answers_for_every_system(served
             assert "not rated yet (newcomers): newcomer" in out
 
     status, _, err = ratings(capsys, "predict", "chess", "chess-p0001", "--api", served.url)
-    assert status == 1 and "team: at least two sides" in err
+    assert status == 2 and "SIDE: at least two sides, one 'SIDE' each (got 1)" in err
 
 
 def shared_record(docs: list[dict], league: str, player: str, opponent: str) -> tuple[dict, dict, list[str]]:

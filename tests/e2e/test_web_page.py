@@ -36,6 +36,9 @@ min_matches = 5
 season = "monthly"
 season_reset = {shrink = 0.5}
 tiers = [{name = "Bronze"}, {name = "Silver", min_rating = 1000}]
+
+[leagues."karting"]
+algorithm = "elo-pairwise"
 """
 
 # The monthly league: a result every 4 hours from 2026-01-01 to 2026-03-07, so two
@@ -47,7 +50,8 @@ MONTHLY_PLAYERS, MONTHLY_MATCHES, MONTHLY_SPACING = 60, 400, 4 * 3600
 def events() -> list[dict]:
     rng = random.Random(5)
     return (list(two_player_league("chess", 120, 900, rng)) + list(multi_player_league("arena", 30, 6, 12, rng))
-            + list(two_player_league("monthly", MONTHLY_PLAYERS, MONTHLY_MATCHES, rng, spacing=MONTHLY_SPACING)))
+            + list(two_player_league("monthly", MONTHLY_PLAYERS, MONTHLY_MATCHES, rng, spacing=MONTHLY_SPACING))
+            + list(multi_player_league("karting", 20, 30, 6, rng)))
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +100,30 @@ def expected_rows(board: dict) -> list[tuple[int, str, str]]:
     return [(row["rank"], row["player"], fixed(row["rating"])) for row in board["players"]]
 
 
+def chart_points(driver) -> list[tuple[int, float]]:
+    """(seq, rating) of each point of the history chart after a change."""
+    return [(int(c.get_attribute("data-seq")), float(c.get_attribute("data-rating")))
+            for c in by_css(driver, "svg#history-chart circle:not(.start)")]
+
+
+def chart_start(driver) -> tuple[int, float]:
+    (start,) = by_css(driver, "svg#history-chart circle.start")
+    return int(start.get_attribute("data-seq")), float(start.get_attribute("data-rating"))
+
+
+def assert_axis_labels_inside_the_chart(driver) -> None:
+    """The x axis's labels, as drawn, lie within the axis's span (the last one used to
+    be centred on the axis's end, half of it past the chart's edge)."""
+    axis, labels = driver.execute_script("""
+        const chart = document.getElementById("history-chart");
+        const box = (node) => { const r = node.getBoundingClientRect(); return [r.left, r.right]; };
+        const axis = chart.querySelector("line.axis");
+        return [box(axis), [...chart.querySelectorAll("text.x-label")].map(box)];""")
+    assert len(labels) == 2 and labels[0][0] < labels[1][0], labels
+    for left, right in labels:
+        assert axis[0] - 0.5 <= left and right <= axis[1] + 0.5, (axis, labels)
+
+
 def test_leagues_leaderboard_pages_and_a_player_page_show_what_the_api_says(site, browser):
     url, read, shots = site
     load(browser, url + "/ui/")
@@ -130,10 +158,11 @@ def test_leagues_leaderboard_pages_and_a_player_page_show_what_the_api_says(site
     assert by_css(browser, "#status")[0].text == "ranked"
     history = read(f"/leagues/chess/players/{third}/history?limit=1000")
     assert history["next"] is None and len(history["changes"]) == player["matches"]
-    points = [(int(c.get_attribute("data-seq")), float(c.get_attribute("data-rating")))
-              for c in by_css(browser, "svg#history-chart circle")]
-    assert points == [(c["seq"], c["rating_after"]) for c in reversed(history["changes"])]
+    assert chart_points(browser) == [(c["seq"], c["rating_after"]) for c in reversed(history["changes"])]
+    # The line starts at the initial rating, before the first match.
+    assert chart_start(browser) == (0, history["changes"][-1]["rating_before"]) == (0, 1000.0)
     assert not by_css(browser, "svg#history-chart .band")  # elo has no uncertainty
+    assert_axis_labels_inside_the_chart(browser)
     recent = [row.find_elements("css selector", "td")[1].text for row in by_css(browser, "#recent tbody tr")]
     assert recent == [c["match_id"] for c in history["changes"][:20]]
     screenshot(browser, shots / "player.png")
@@ -173,10 +202,10 @@ def test_a_player_with_an_uncertainty_gets_a_band_and_names_are_shown_as_text(si
     name = board["players"][0]["player"]
     load(browser, url + "/ui/#/player/arena/" + urllib.parse.quote(name, safe=""))
     history = read(f"/leagues/arena/players/{name}/history")
-    points = [(int(c.get_attribute("data-seq")), float(c.get_attribute("data-rating")))
-              for c in by_css(browser, "svg#history-chart circle")]
-    assert points == [(c["seq"], c["rating_after"]) for c in reversed(history["changes"])]
+    assert chart_points(browser) == [(c["seq"], c["rating_after"]) for c in reversed(history["changes"])]
+    assert chart_start(browser) == (0, history["changes"][-1]["rating_before"]) == (0, 1500.0)
     assert len(by_css(browser, "svg#history-chart polygon.band")) == 1
+    assert_axis_labels_inside_the_chart(browser)
     assert by_css(browser, "#uncertainty")[0].text == fixed(read(f"/leagues/arena/players/{name}")["uncertainty"])
     # An unknown player: the API's message, as text.
     load(browser, url + "/ui/#/player/arena/" + urllib.parse.quote("<b>nobody</b>", safe=""))
@@ -231,10 +260,12 @@ def test_a_player_page_compares_with_an_opponent_as_the_api_predicts_and_counts(
     board = read("/leagues/chess/leaderboard?limit=3")
     player, opponent = board["players"][0]["player"], board["players"][2]["player"]
     load(browser, url + "/ui/#/player/chess/" + urllib.parse.quote(player, safe=""))
+    assert browser.execute_script("return window.scrollY") == 0
     box = by_css(browser, "#opponent")[0]
     box.send_keys(opponent + "\n")
     settle(browser)
     assert browser.execute_script("return location.hash") == f"#/player/chess/{player}/vs/{opponent}"
+    assert_in_view(browser, "#versus")
     odds = read(f"/leagues/chess/predict?team={player}&team={opponent}")
     record = read(f"/leagues/chess/players/{player}/versus/{opponent}?limit=10")
     mine, theirs = odds["sides"]
@@ -260,11 +291,45 @@ def test_a_player_page_compares_with_an_opponent_as_the_api_predicts_and_counts(
     browser.execute_script("document.getElementById('versus-form').scrollIntoView()")
     screenshot(browser, shots / "versus.png")
 
-    # Someone the league does not know: rated as a newcomer, and no record.
+    # Opened from its address, the comparison is brought into view too.
+    load(browser, url + f"/ui/#/player/chess/{urllib.parse.quote(player, safe='')}/vs/{opponent}")
+    assert_in_view(browser, "#versus")
+
+    # An id the league does not know (mistyped): said plainly, and no prediction, as `ratings versus` refuses it.
     load(browser, url + f"/ui/#/player/chess/{urllib.parse.quote(player, safe='')}/vs/somebody-new")
-    assert "somebody-new" in by_css(browser, "#newcomers")[0].text and by_css(browser, "#versus-none")
-    odds = read(f"/leagues/chess/predict?team={player}&team=somebody-new")
-    assert by_css(browser, "#win-player")[0].text == fixed(100 * odds["sides"][0]["win"]) + "%"
+    assert by_css(browser, "#versus-unknown")[0].text == "Unknown opponent: no player somebody-new in chess. Check the id."
+    assert not by_css(browser, "#win-player") and not by_css(browser, "#stake") and not by_css(browser, "#versus-record")
+    assert_in_view(browser, "#versus")
+    # The player themself: the API's reason.
+    load(browser, url + f"/ui/#/player/chess/{urllib.parse.quote(player, safe='')}/vs/{player}")
+    assert by_css(browser, "#versus-unknown")[0].text == f"opponent: must be another player than '{player}'"
+
+
+def assert_in_view(driver, selector: str) -> None:
+    """The element's top is on the screen, below the page's top: the page was scrolled to it."""
+    top, height, scrolled = driver.execute_script(
+        f"return [document.querySelector({selector!r}).getBoundingClientRect().top, window.innerHeight, window.scrollY];")
+    assert 0 <= top < height and scrolled > 0, (top, height, scrolled)
+
+
+def test_no_negative_zero_on_the_page(site, browser):
+    """A change that rounds to zero is shown "0.0", not "-0.0" (toFixed keeps the sign)."""
+    url, read, _ = site
+    board = read("/leagues/chess/leaderboard?limit=100000")["players"]
+    # Two players of nearly the same rating: a draw moves the better one by a hair downwards.
+    pair = next((a["player"], b["player"]) for a, b in zip(board, board[1:])
+                if -0.05 < read(f"/leagues/chess/predict?team={a['player']}&team={b['player']}")
+                ["sides"][0]["change"]["draw"][a["player"]] < 0)
+    load(browser, url + f"/ui/#/player/chess/{pair[0]}/vs/{pair[1]}")
+    draw = by_css(browser, f"#stake tr[data-player='{pair[0]}'] td.draw")[0].text
+    assert draw == "0.0"
+    texts = browser.execute_script("return [...document.querySelectorAll('#view td, #view dd, #view text')]"
+                                   ".map((node) => node.textContent)")
+    assert texts and not [text for text in texts if text.lstrip("+").startswith("-0") and not text.strip("-0.%")]
+    # The page's own formatting, on the values that round to zero or near it.
+    assert browser.execute_script("return [fixed(-0.04), fixed(-0.4, 0), signed(-0.04), signed(0.04), signed(-0.06), "
+                                  "signed(0.06), percent(-0.0000001), fixed(-1e-9, 2)]") == [
+        "0.0", "0", "0.0", "0.0", "-0.1", "+0.1", "0.0%", "0.00"]
 
 
 def tiered_rows(driver) -> list[tuple[str, str, str, str, str]]:
@@ -356,3 +421,18 @@ def test_a_league_with_seasons_shows_each_ended_seasons_standings_and_a_players_
     load(browser, url + "/ui/#/player/chess/" + urllib.parse.quote(name, safe=""))
     assert not by_css(browser, "#tier") and not by_css(browser, "#season") and not by_css(browser, "#seasons")
     assert "null" not in by_css(browser, "#view")[0].text  # parts a page does not have are left out, not "null"
+
+
+def test_a_player_of_a_system_with_a_soft_rating_shows_it(site, browser):
+    url, read, _ = site
+    name = read("/leagues/karting/leaderboard?limit=1")["players"][0]["player"]
+    load(browser, url + "/ui/#/player/karting/" + urllib.parse.quote(name, safe=""))
+    doc = read(f"/leagues/karting/players/{name}")
+    assert doc["soft_rating"] != doc["rating"]
+    assert by_css(browser, "#soft-rating")[0].text == fixed(doc["soft_rating"])
+    assert by_css(browser, "#rating")[0].text == fixed(doc["rating"])
+    # Its history starts at the system's initial rating (0 for elo-pairwise).
+    assert chart_start(browser) == (0, 0.0)
+    # A system without one shows none.
+    load(browser, url + "/ui/#/player/chess/" + read("/leagues/chess/leaderboard?limit=1")["players"][0]["player"])
+    assert not by_css(browser, "#soft-rating")

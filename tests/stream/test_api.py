@@ -144,3 +144,25 @@ def test_every_league_with_its_counts(api, ledger):
         assert_matches(DOC, "/leagues/{league}", 200, doc)
         assert (doc["matches"], doc["players"], doc["rerates"]) == (record["matches"], record["players"], 0)
     assert refused(api.league, "nowhere").status == 404
+
+
+@pytest.mark.parametrize("text", ["+10", "\u0661\u0660", "\uff11\uff10", " 10", "10 ", "1_0", "-0", "1e1", "", "0x10"])
+def test_an_integer_parameter_is_written_in_ascii_digits_only(api, text):
+    """Python's int() takes each of these as 10 (or 0): the API refuses them, naming the field."""
+    exc = refused(api.history, query(limit=text), "chess", "chess-p0001")
+    assert exc.status == 400 and exc.message == f"limit: must be an integer from 1 to 1000 (got {text!r})"
+    assert api.history(query(limit="010"), "chess", "chess-p0001")["changes"]  # leading zeros are still digits
+
+
+async def test_offset_and_before_have_bounds_a_person_can_read(api):
+    """Far above any league's players and any player's history, and written out in the message."""
+    from stream_app.stream.api import MAX_OFFSET, MAX_SEQ
+
+    assert (MAX_OFFSET, MAX_SEQ) == (10_000_000, 1_000_000_000)
+    page = await api.leaderboard(query(offset=MAX_OFFSET), "chess")
+    assert page["players"] == [] and page["offset"] == MAX_OFFSET
+    exc = await arefused(api.leaderboard, query(offset=MAX_OFFSET + 1), "chess")
+    assert exc.message == "offset: must be an integer from 0 to 10000000 (got '10000001')"
+    assert api.history(query(before=MAX_SEQ), "chess", "chess-p0001")["changes"]
+    exc = refused(api.history, query(before=2**63), "chess", "chess-p0001")
+    assert exc.message == f"before: must be an integer from 1 to 1000000000 (got '{2**63}')"

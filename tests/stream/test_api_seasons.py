@@ -150,7 +150,7 @@ async def test_an_ended_seasons_leaderboard_is_the_replays_final_standings(api, 
 
 async def test_a_seasons_leaderboard_pages(api, ledger):
     every = finals(ledger, "chess", "2026-01")
-    for offset, limit in ((0, 1), (1, 2), (2, 100), (3, 1), (4, 10), (2**31, 100_000)):
+    for offset, limit in ((0, 1), (1, 2), (2, 100), (3, 1), (4, 10), (10_000_000, 100_000)):
         doc = api.season_leaderboard(query(offset=offset, limit=limit), "chess", "2026-01")
         assert doc["players"] == every[offset:offset + limit], (offset, limit)
         assert (doc["offset"], doc["players_total"], doc["eligible_total"]) == (offset, 4, 3)
@@ -161,7 +161,7 @@ async def test_a_seasons_leaderboard_pages(api, ledger):
 
 async def test_a_seasons_leaderboard_refuses_bad_parameters_and_unknown_or_unfinished_seasons(api):
     for params, season, name in (({"limit": 0}, "2026-01", "limit"), ({"limit": 100_001}, "2026-01", "limit"),
-                                 ({"offset": -1}, "2026-01", "offset"), ({"offset": 2**31 + 1}, "2026-01", "offset"),
+                                 ({"offset": -1}, "2026-01", "offset"), ({"offset": 10_000_001}, "2026-01", "offset"),
                                  ({"limit": "x"}, "2026-01", "limit"), ({}, "bad id", "season"), ({}, "..", "season")):
         exc = refused(api.season_leaderboard, query(**params), "chess", season)
         assert exc.status == 400 and exc.message.startswith(f"{name}: "), (params, season, exc.message)
