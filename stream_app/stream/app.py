@@ -115,6 +115,11 @@ class WorkerApp:
             datadir=str(self.data_dir),
             topic_partitions=s.partitions,
             topic_replication_factor=1,
+            # No leader election: nothing here runs on one worker only. Faust's leader topic
+            # (<app id>-__assignor-__leader) would be one more topic and ACL, created at each
+            # start, and a group formed before its metadata knew the topic rebalanced again
+            # once it did (a 503 window seconds after the start).
+            topic_disable_leader=True,
             key_serializer="raw",
             value_serializer="raw",
             web_enabled=True,
@@ -391,7 +396,6 @@ def run_worker(settings: Settings, loglevel: str = "info") -> int:
     RebalanceLines.install()
     runtime.collect_for_batches()
     kafka_io.no_topics_created_by_metadata()
-    kafka_io.faust_topics_created_with_a_broker_down()
     kafka_io.silent_brokers_avoided()
     try:
         asyncio.run(check_start(settings))

@@ -17,8 +17,6 @@ What the worker needs that neither library offers publicly:
   can remove the killed process's member at once;
 - every topic's partitions from one metadata request (`topic_partitions`):
   aiokafka's `topics()` keeps only the names;
-- Faust's topics created while one broker is down
-  (`faust_topics_created_with_a_broker_down`);
 - no client connecting to a broker found silent while others answer
   (`silent_brokers_avoided`).
 """
@@ -30,7 +28,6 @@ import logging
 from typing import Any, Awaitable, Iterable
 
 import aiokafka.client
-from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
@@ -165,33 +162,6 @@ def group_member_id(consumer: Any) -> str | None:
         return None
     member_id = member._coordinator.member_id
     return member_id or None
-
-
-async def _controller_of_any_broker(self: Any, owner: Any, client: Any, timeout: int = 30000) -> int | None:
-    """Faust's `_get_controller_node`: the first broker that answers, itself. In KRaft
-    any broker forwards a CreateTopics to the active controller (KIP-590); the metadata's
-    controller id is a broker picked at random, which may be the one down."""
-    failed: Exception | None = None
-    for node_id in [broker.nodeId for broker in client.cluster.brokers()]:
-        try:
-            answered = await owner.wait(client.send(node_id, MetadataRequest([])), timeout=timeout)
-        except KafkaError as exc:  # this broker is down: the next one
-            failed = exc
-            continue
-        return None if answered.stopped else node_id
-    raise failed or KafkaConnectionError("no broker known")
-
-
-def faust_topics_created_with_a_broker_down() -> None:
-    """faust/transport/drivers/aiokafka.py `Transport._get_controller_node` asks only
-    the first broker of its client's metadata where to send CreateTopics (for Faust's
-    own topic, `<app id>-__assignor-__leader`, at every start), and sends it to the
-    controller id of the answer: with either broker down the worker's start died with
-    NodeNotReadyError (issue #44). Replaced, for every Faust app of this process, by
-    one that sends it to the first broker that answers. Idempotent."""
-    from faust.transport.drivers.aiokafka import Transport
-
-    Transport._get_controller_node = _controller_of_any_broker
 
 
 async def named_topics(owner: Any, names: list[str]) -> list[tuple]:

@@ -81,8 +81,9 @@ def test_demo_runs_end_to_end_and_stops_everything():
 
 def test_on_a_terminal_the_demo_serves_the_urls_it_prints_until_ctrl_c():
     leader, follower = pty.openpty()
+    # stderr to the terminal too: a pipe nobody read would fill and block the demo (once, in the suite).
     demo = subprocess.Popen([sys.executable, "-m", "stream_app.cli", "demo"], cwd=ROOT, stdin=follower,
-                            stdout=follower, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=follower, stderr=follower, start_new_session=True)
     os.close(follower)
     out = ""
     try:

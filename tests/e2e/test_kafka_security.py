@@ -78,7 +78,7 @@ def options(args: list[str]) -> dict[str, list[str]]:
 def apply_documented(kafka: SecureKafka) -> None:
     """The documented topics (one replica here: one node) and ACLs, and those of DESCRIBER and GROUPLESS."""
     topics, acls = documented_commands()
-    assert len(topics) == 6 and len(acls) == 9, (topics, acls)
+    assert len(topics) == 5 and len(acls) == 8, (topics, acls)
     specs = [options(args) for args in topics]
     kafka.create_topics((spec["topic"][0], int(spec["partitions"][0]),
                          dict(config.split("=", 1) for config in spec.get("config", []))) for spec in specs)

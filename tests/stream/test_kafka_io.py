@@ -118,36 +118,6 @@ async def test_topic_partitions_lists_every_topic_with_its_partitions_for_a_fres
         {name: {0, 1, 2} for name in ("matches", "changes", "dlq")}, found
 
 
-async def test_fausts_controller_lookup_asks_the_next_broker_when_one_is_down():
-    """Faust's own lookup sent to the first broker only: a worker starting with it down
-    died (issue #44; the three-node test in tests/reliability/test_cluster_faults.py
-    starts one so). Checked against the installed Faust: its method is replaced."""
-    from types import SimpleNamespace
-
-    from aiokafka.errors import NodeNotReadyError
-    from faust.transport.drivers.aiokafka import Transport
-
-    asked = []
-
-    class Client:
-        cluster = SimpleNamespace(brokers=lambda: [SimpleNamespace(nodeId=1), SimpleNamespace(nodeId=2)])
-
-        async def send(self, node_id, request):
-            asked.append(node_id)
-            if node_id == 1:
-                raise NodeNotReadyError(f"node {node_id}")
-            return SimpleNamespace(controller_id=1)  # KRaft: a broker at random, here the one down
-
-    class Owner:
-        async def wait(self, coroutine, timeout):
-            return SimpleNamespace(stopped=False, result=await coroutine)
-
-    kafka_io.faust_topics_created_with_a_broker_down()
-    assert Transport._get_controller_node is kafka_io._controller_of_any_broker
-    assert await Transport._get_controller_node(None, Owner(), Client()) == 2  # it forwards to the controller
-    assert asked == [1, 2]
-
-
 @pytest.fixture
 def avoiding():
     """The process-wide list of brokers to avoid, emptied again afterwards."""
