@@ -35,6 +35,11 @@ log = logging.getLogger(__name__)
 # (topic, partition) -> the next offset to apply (None: the partition's beginning).
 Positions = dict[tuple[str, int], "int | None"]
 
+# Input left behind this long while fetches bring nothing is said once (and again after as
+# long), with the intake's state: once, a worker's own consumer stopped fetching some of its
+# partitions after a broker's return (issue #44), and nothing said so.
+STALL_SECONDS = 30.0
+
 
 @dataclass
 class InputRecord:
@@ -64,6 +69,9 @@ class Intake:
         # fetch begun before a pause never runs into the new positions.
         self._turn = asyncio.Lock()
         self._next: dict[TopicPartition, int] = {}  # the next offset of each owned partition, once known
+        self.stall_seconds = STALL_SECONDS
+        self._quiet_since: float | None = None  # since when fetches brought nothing
+        self._stall_said = 0.0
 
     @property
     def generation(self) -> int:
@@ -173,7 +181,36 @@ class Intake:
                     self._next[tp] = part[-1].offset + 1
                 await self._check_ends()
                 if batches:
+                    self._quiet_since = None
                     return [record for part in batches.values() for record in part]
+                await self._check_stalled()
+
+    async def _check_stalled(self) -> None:
+        """Fetches brought nothing for `stall_seconds` though a partition's log goes past
+        its next offset: a warning naming them, with the intake's state."""
+        now = time.monotonic()
+        if self._quiet_since is None:
+            self._quiet_since = now
+        if now - self._quiet_since < self.stall_seconds or now - self._stall_said < self.stall_seconds:
+            return
+        self._stall_said = now
+        consumer = self.consumer
+        assert consumer is not None
+        async def behind_ends() -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+            # The fetch position, not the next offset to apply: it moves past transaction markers.
+            positions = {tp: await consumer.position(tp) for tp in self.owned}
+            return positions, await consumer.end_offsets(list(positions))
+
+        try:
+            positions, ends = await asyncio.wait_for(behind_ends(), 10)
+        except Exception as exc:  # (a broker down: the broker watch says so)
+            log.debug("input ends not known: %s", exc)
+            return
+        behind = {tp: ends[tp] - at for tp, at in positions.items() if ends.get(tp, 0) > at}
+        if behind:
+            log.warning("input %s: records past the next offset to apply, and nothing fetched for %.0f s (%s)",
+                        ", ".join(f"{tp.topic}[{tp.partition}] {count} behind" for tp, count in sorted(behind.items())),
+                        now - self._quiet_since, self.describe())
 
     async def _out_of_range(self, positions: dict[TopicPartition, int]) -> str:
         """What Kafka's OFFSET_OUT_OF_RANGE means for each partition: its log ends before

@@ -195,3 +195,37 @@ def test_first_records_finds_a_record_the_log_holds(request, monkeypatch, which)
     monkeypatch.setattr(aiokafka.client, "MetadataRequest", kafka_io._MetadataRequestNoCreation)
     running = request.getfixturevalue(which)
     asyncio.run(_first_records_everywhere(running.bootstrap, running.url, unique_name("held")))
+
+
+def test_input_left_behind_while_fetches_bring_nothing_is_said_with_the_intakes_state(broker, caplog):
+    """A consumer whose fetches stop bringing the records its partitions hold (a fetcher that
+    stopped: its getmany stands in here, answering nothing) is named in a warning once
+    `stall_seconds` have passed, not before; the records themselves are in the log."""
+    topic = unique_name("intake-stall")
+
+    async def scenario():
+        await _prepare(broker.bootstrap, topic)
+        intake = Intake({"bootstrap_servers": broker.bootstrap}, max_records=100)
+        intake.stall_seconds = 1.0
+        try:
+            assert await intake.resume({(topic, 0): 4, (topic, 1): 4})  # partition 1 holds 4: none behind
+            consumer = intake.consumer
+
+            async def nothing(*args, **kwargs):
+                await asyncio.sleep(0.05)
+                return {}
+
+            consumer.getmany = nothing
+            with caplog.at_level("WARNING", logger="stream_app.stream.intake"):
+                fetching = asyncio.ensure_future(intake._fetch())
+                await asyncio.sleep(0.5)
+                assert not [r for r in caplog.records if "nothing fetched" in r.getMessage()]  # not yet
+                await asyncio.sleep(1.5)
+                fetching.cancel()
+            [said] = [r.getMessage() for r in caplog.records if "nothing fetched" in r.getMessage()]
+            assert f"{topic}[0] 6 behind" in said and f"{topic}[1]" not in said.split("(")[0], said
+            assert "(end, next) of each owned partition" in said
+        finally:
+            await intake.close()
+
+    asyncio.run(scenario())
