@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -30,6 +31,10 @@ from .processes import HOST, WorkerProcess, free_port, port_free
 
 def run_demo(seed: int = 7, web_port: int | None = None, serve: bool | None = None) -> int:
     serve = sys.stdout.isatty() and sys.stdin.isatty() if serve is None else serve
+    if serve and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # It serves until Ctrl-C: started from a shell's background job (`cmd &` in a script
+        # ignores SIGINT for its children), Ctrl-C would not reach it at all.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     events = demo_matches(seed)
     config = LeagueConfig.from_toml(DEMO_CONFIG, "<demo config>")
     ledger = Ledger(config)

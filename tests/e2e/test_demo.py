@@ -13,9 +13,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.sample import DEMO_CONFIG
 from tests.support.workers import ROOT
+
+# One demo at a time: each takes port 6066 when it looks free, and two starting together
+# would both see it free.
+pytestmark = pytest.mark.xdist_group("demo")
 
 # The sample leagues and their systems: every system the service has.
 LEAGUES = {"arena": "elo-mmr", "chess-blitz": "elo", "chess-rapid": "elo", "contests": "codeforces", "go": "glicko2",
