@@ -9,7 +9,7 @@ from typing import AbstractSet, Any, Sequence
 
 import orjson
 
-from ..engine import Match, RatingSystem
+from ..engine import RatingSystem
 from ..leagues import LeagueConfig, LeagueRule
 from ..standings import Standings
 from ..rating.applied import Applied, SeasonStarted

@@ -21,19 +21,18 @@ from typing import Any, Callable
 
 import orjson
 
-from ..inputs import SEP
 from ..leagues import LeagueConfig
 from ..rating.history import history_entry
 from ..runtime import keep_survivors
 from ..standings import Standing, Standings
 from .partitioner import league_partition
-from .tables import (FINALS, HISTORY, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, final_key, history_prefix,
-                     league_prefix, log_key, match_key, player_key, player_state, season_key, seq_of, store_key)
+from .tables import (FINALS, HISTORY, KEY_SEP, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, final_key,
+                     history_prefix, league_prefix, log_key, match_key, player_key, player_state, season_key, seq_of,
+                     store_key)
 from .store import LocalStore
 
 STANDINGS_KEPT = 64  # leagues whose standings are kept (least recently read dropped first)
 BUILD_CHUNK = 2_000  # players read between two yields to the event loop while standings are built
-_SEP = SEP.encode()
 _TOP = b"\xff" * 8  # above every history key's seq
 
 
@@ -200,7 +199,7 @@ class Reads:
             return
         for (table, key), value in overlay.items():
             if table == PLAYERS:  # (a PlayerRecord: stream/tables.py PlayerCodec)
-                league_key, _, name = key.partition(_SEP)
+                league_key, _, name = key.partition(KEY_SEP)
                 kept = self._kept.get(league_key.decode())
                 if kept is None or value is None:
                     continue

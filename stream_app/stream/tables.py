@@ -139,11 +139,11 @@ class PlayerCodec:
         return orjson.dumps(stored_record(record))
 
     def decode(self, key: bytes, raw: bytes) -> PlayerRecord:
-        league = key[:key.index(_SEP)].decode()
+        league = key[:key.index(KEY_SEP)].decode()
         return record_of(orjson.loads(raw), self.config.system_for(league))
 
 
-_SEP = SEP.encode()
+KEY_SEP = SEP.encode()  # between a league and the rest of a key
 
 
 def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
