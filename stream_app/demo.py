@@ -48,7 +48,9 @@ def run_demo(seed: int = 7, web_port: int | None = None, serve: bool | None = No
         config_path.write_text(DEMO_CONFIG)
         print(f"demo: embedded broker (Tansu, in memory) at {broker.url}", flush=True)
         log_path = Path(tmp) / "worker.log"
-        worker = WorkerProcess(broker.url, Path(tmp) / "data", log_path, port=port, args=["--config", str(config_path)])
+        # No bases: Tansu compacts nothing, so a base would only add records.
+        args = ["--config", str(config_path), "--base-after", "0"]
+        worker = WorkerProcess(broker.url, Path(tmp) / "data", log_path, port=port, args=args)
         api = worker.url
         try:
             print(f"demo: worker starting (log: {log_path}); publishing {len(events):,} match results", flush=True)

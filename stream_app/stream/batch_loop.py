@@ -48,7 +48,8 @@ class BatchLoop:
         outputs = {"change": settings.changes_topic, "dead_letter": settings.dlq_topic, "forward": settings.forward_topic}
         # What a take-up needs to make the tables again from the changelog (a standby's too).
         self.deriving = (tables_for(config), self.handler.derive)
-        self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs, *self.deriving)
+        self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs, *self.deriving,
+                                   base_after=settings.base_after)
         self.tally = observe.Tally(config)
         self.partitions: dict[int, PartitionTransaction] = {}  # taken up since the last rebalance
         self.failures = 0

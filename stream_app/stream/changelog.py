@@ -44,6 +44,7 @@ epoch's last checkpoint.
 from __future__ import annotations
 
 import hashlib
+import random
 import struct
 from dataclasses import dataclass, field
 
@@ -61,8 +62,12 @@ _OLD_ROW_HEAD = struct.Struct(">QQI")  # epoch, batch, length of the new value
 _DATA_KEY = struct.Struct(">BQQI")  # 0x01, epoch, batch, place in the batch
 _KEY_LENGTH = struct.Struct(">H")
 DATA_START = 1 + _MARK_HEAD.size  # where a data record's payload starts
-EPOCH_KEY = b"\x00epoch"  # + the epoch
-START_KEY = b"\x00start"  # + the epoch: not a checkpoint's key, so that compaction keeps every start
+# A mark's key is its own too: a zero byte, its kind, its epoch, and its batch (a fence: a
+# random number). A mark that shared its key with a later one would be removed by the log
+# cleaner in favour of it, and the later one can be a mark the rule drops: a take-up's
+# fence of a stale epoch, or a replaced worker's late checkpoint. (Releases before this
+# one keyed a fence and the checkpoints of an epoch alike, and a start by its epoch.)
+_MARK_KEY = struct.Struct(">BBQQ")  # 0x00, kind, epoch, batch or a fence's random number
 
 
 class StartedOver(Exception):
@@ -82,20 +87,27 @@ class Checkpoint:
     offsets: dict[str, int] = field(default_factory=dict)  # input topic -> last applied offset
     changelog: int = -1
     fingerprints: dict[str, int] = field(default_factory=dict)  # input topic -> its last applied record's
+    # Kept locally only (when to write a base, and what to clean after it): the changelog's
+    # records the state stands on, from the last start on (the start, committed data
+    # records, accepted marks), and the offset below which this worker cleaned it.
+    written: int = 0
+    cleaned: int = 0
 
     def applied(self, topic: str, offset: int) -> bool:
         return offset <= self.offsets.get(topic, -1)
 
     def encode(self) -> bytes:
         return orjson.dumps({"epoch": self.epoch, "batch": self.batch, "offsets": self.offsets,
-                             "changelog": self.changelog, "fingerprints": self.fingerprints})
+                             "changelog": self.changelog, "fingerprints": self.fingerprints,
+                             "written": self.written, "cleaned": self.cleaned})
 
     @classmethod
     def decode(cls, raw: bytes | None) -> "Checkpoint":
         if raw is None:
             return cls()
         doc = orjson.loads(raw)
-        return cls(doc["epoch"], doc["batch"], dict(doc["offsets"]), doc["changelog"], dict(doc.get("fingerprints", {})))
+        return cls(doc["epoch"], doc["batch"], dict(doc["offsets"]), doc["changelog"], dict(doc.get("fingerprints", {})),
+                   doc.get("written", 0), doc.get("cleaned", 0))
 
 
 def input_fingerprint(timestamp: int | None, key: bytes | None, value: bytes | None) -> int:
@@ -108,8 +120,8 @@ def input_fingerprint(timestamp: int | None, key: bytes | None, value: bytes | N
     return int.from_bytes(digest.digest(), "big")
 
 
-def epoch_key(epoch: int) -> bytes:
-    return EPOCH_KEY + epoch.to_bytes(8, "big")
+def mark_key(kind: int, epoch: int, batch: int) -> bytes:
+    return _MARK_KEY.pack(0, kind, epoch, batch)
 
 
 class RecordWriter:
@@ -148,7 +160,7 @@ def row_of(payload: memoryview | bytes) -> tuple[bytes, bytes | None]:
 def checkpoint_record(epoch: int, batch: int, offsets: dict[str, int],
                       fingerprints: dict[str, int] | None = None) -> tuple[bytes, bytes]:
     payload = {"offsets": offsets, "fingerprints": fingerprints or {}}
-    return epoch_key(epoch), b"C" + _MARK_HEAD.pack(epoch, batch) + orjson.dumps(payload)
+    return mark_key(CHECKPOINT, epoch, batch), b"C" + _MARK_HEAD.pack(epoch, batch) + orjson.dumps(payload)
 
 
 def _checkpoint_payload(raw: bytes) -> tuple[dict[str, int], dict[str, int]]:
@@ -160,12 +172,17 @@ def _checkpoint_payload(raw: bytes) -> tuple[dict[str, int], dict[str, int]]:
     return doc, {}
 
 
-def fence_record(epoch: int) -> tuple[bytes, bytes]:
-    return epoch_key(epoch), b"F" + _MARK_HEAD.pack(epoch, 0)
+def fence_record(epoch: int, nonce: int | None = None) -> tuple[bytes, bytes]:
+    """A take-up's fence. Two take-ups may fence with one epoch (the second loses): a
+    random number in its key keeps each fence apart."""
+    nonce = random.getrandbits(64) if nonce is None else nonce
+    return mark_key(FENCE, epoch, nonce), b"F" + _MARK_HEAD.pack(epoch, 0)
 
 
-def start_record(epoch: int) -> tuple[bytes, bytes]:
-    return START_KEY + epoch.to_bytes(8, "big"), b"S" + _MARK_HEAD.pack(epoch, 0)
+def start_record(epoch: int, batch: int = 1) -> tuple[bytes, bytes]:
+    """A start whose state is the data records of `batch` of `epoch` on (a write-back: a
+    new epoch's batch 1; a base: the owner's next batch)."""
+    return mark_key(START, epoch, batch), b"S" + _MARK_HEAD.pack(epoch, batch)
 
 
 def mark_of(value: bytes) -> tuple[int, int, int]:
@@ -212,13 +229,15 @@ class ChangelogRule:
         # Data records not yet checkpointed: (epoch, batch, value, the value if never committed, for an old row).
         self.waiting: list[tuple[int, int, bytes, bytes | None]] = []
         self.records: list[tuple[int, memoryview]] = []  # committed since the last take: (kind, payload)
-        self.start: int | None = None  # the epoch of a start read, until its checkpoint
+        self.start: tuple[int, int] | None = None  # (epoch, batch) of a start read, until its checkpoint
         self.wipe = False  # a start completed since the last take: the state before it is void
         self.fenced = 0  # data records and marks of replaced workers dropped
         self.accepted = 0  # fences and checkpoints accepted
 
-    def feed(self, offset: int, key: bytes, value: bytes) -> None:
+    def feed(self, offset: int, key: bytes, value: bytes | None) -> None:
         self.position = offset + 1
+        if value is None:  # a tombstone: its key's records are before a base, which voids them
+            return
         kind = value[0]
         epoch, batch = _MARK_HEAD.unpack_from(value, 1)
         if kind == ENTRY or kind == ROW or kind == OLD_ROW:
@@ -235,38 +254,47 @@ class ChangelogRule:
                 self.fenced += 1
                 return
             self._abandon_start(epoch)
-            self._accept(offset, epoch, current.batch, current.offsets, current.fingerprints, ours=0)
+            self._accept(offset, epoch, current.batch, current.offsets, current.fingerprints, ours=0,
+                         counted=current.written)
         elif kind == CHECKPOINT:
             if epoch < current.epoch or (epoch == current.epoch and batch <= current.batch):
                 self.fenced += 1
                 return
-            if epoch == self.start:  # a start completed: its records are the whole state
+            start, counted = self.start, current.written
+            if start is not None and epoch == start[0] and batch >= start[1]:
+                # A start completed: its records are the whole state.
                 self.records, self.wipe, self.start = [], True, None
-                self.waiting = [waiting for waiting in self.waiting if waiting[0] >= epoch]
+                self.waiting = [waiting for waiting in self.waiting if waiting[:2] >= start]
+                counted = 1  # the start
             else:
                 self._abandon_start(epoch)
-            self._accept(offset, epoch, batch, *_checkpoint_payload(value[1 + _MARK_HEAD.size:]), ours=batch)
+            self._accept(offset, epoch, batch, *_checkpoint_payload(value[1 + _MARK_HEAD.size:]), ours=batch,
+                         counted=counted)
         elif kind == START:
-            if epoch <= max(current.epoch, self.start or 0):
+            # A write-back's start has an epoch above the accepted one, a base's the
+            # owner's epoch and a later batch.
+            if (epoch, batch) <= (current.epoch, current.batch) or (self.start and (epoch, batch) <= self.start):
                 self.fenced += 1
                 return
             self._abandon_start(epoch)
-            self.start = epoch
+            self.start = (epoch, batch)
         else:
             raise ValueError(f"changelog record at offset {offset}: unknown kind {value[:1]!r}")
 
     def _abandon_start(self, epoch: int) -> None:
         """A mark of `epoch` came before the pending start's checkpoint: if it is above the
         start's epoch, that start never completes, and its records are dropped."""
-        if self.start is not None and epoch > self.start:
+        if self.start is not None and epoch > self.start[0]:
             start, self.start = self.start, None
-            self.waiting = [waiting for waiting in self.waiting if waiting[0] != start]
+            self.waiting = [waiting for waiting in self.waiting if waiting[0] != start[0] or waiting[1] < start[1]]
 
     def _accept(self, offset: int, epoch: int, batch: int, offsets: dict[str, int], fingerprints: dict[str, int],
-                ours: int) -> None:
-        """A fence (ours=0) or a checkpoint of `batch` (ours=batch) of `epoch`."""
+                ours: int, counted: int) -> None:
+        """A fence (ours=0) or a checkpoint of `batch` (ours=batch) of `epoch`; `counted`:
+        the records since the last start before these."""
         still: list[tuple[int, int, bytes, bytes | None]] = []
         records = self.records
+        committed = len(records)
         for waiting in self.waiting:
             record_epoch, record_batch, value, before = waiting
             if record_epoch == epoch and record_batch <= ours:
@@ -277,7 +305,8 @@ class ChangelogRule:
                 records.append((ROW, memoryview(before)[DATA_START:]))
             # else: its batch never completed, dropped
         self.waiting = still
-        self.checkpoint = Checkpoint(epoch, batch, dict(offsets), offset, dict(fingerprints))
+        self.checkpoint = Checkpoint(epoch, batch, dict(offsets), offset, dict(fingerprints),
+                                     counted + len(records) - committed + 1, self.checkpoint.cleaned)
         self.accepted += 1
 
     def take(self) -> tuple[list[tuple[int, memoryview]], Checkpoint, bool]:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol
 
@@ -105,8 +105,11 @@ class TopicReader(Protocol):
 
 class Committer:
     def __init__(self, store: LocalStore, sender: Sender, changelog: TopicReader, changelog_topic: str,
-                 output_topics: dict[str, str], tables: Tables, derive: Derive):
+                 output_topics: dict[str, str], tables: Tables, derive: Derive, base_after: int = 0):
         self.store = store
+        # A partition whose changelog got at least this many data records since its last
+        # start, and as many as its local store has keys, gets a new base (0: never).
+        self.base_after = base_after
         self.derive = derive
         self.tables = tables  # the partitions' key space (the transaction knows tables by prefix only)
         self.sender = sender
@@ -120,6 +123,7 @@ class Committer:
         self.fenced = 0  # changelog records of replaced workers seen
         self.replaced = 0  # batches that found this worker replaced
         self.started_over: list[dict[str, Any]] = []  # changelog partitions found to have started over (for /health)
+        self._keys: dict[int, int] = {}  # the local keys of each partition, as last counted (`_base_due`)
         # One take-up of a partition at a time: two reading its changelog into the local
         # store at once would each make an entry's writes (a match counted twice).
         self._taking_up: dict[int, asyncio.Lock] = {}
@@ -185,6 +189,8 @@ class Committer:
         start_at = None  # the last of them whose write-back completed
         async for records in self.changelog.read(self.topic, partition, 0, end):
             for offset, _, value in records:
+                if value is None:  # a tombstone
+                    continue
                 epoch = epoch_of(value)
                 newest = max(newest, epoch)
                 if value[0] == START and epoch > local.epoch:
@@ -217,7 +223,7 @@ class Committer:
             first_at = first if first_at is None else first_at
             last_at = last
             count += last - first + 1
-        after = Checkpoint(epoch, 1, dict(local.offsets), last_at, dict(local.fingerprints))
+        after = Checkpoint(epoch, 1, dict(local.offsets), last_at, dict(local.fingerprints), written=count)
         self.store.write(partition, {}, after)
         log.warning("changelog partition %d had lost records: the local state (%d rows) is written back at offsets "
                     "%d to %d under epoch %d", partition, count - 2, first_at, last_at, epoch)
@@ -251,7 +257,8 @@ class Committer:
 
     async def _checkpoint(self, state: PartitionTransaction, outputs_acked: Awaitable) -> None:
         records, mark, after = state.checkpoint_writes()
-        await self._send(state, records)
+        if records:
+            await self._send(state, records)
         await outputs_acked
         await self._send(state, [mark])
         after.changelog = state.changelog_next - 1
@@ -259,25 +266,95 @@ class Committer:
         self.on_commit(state.partition, state.overlay)
         state.checkpointed(after)
         observe.CHECKPOINTS.inc()
+        if self.base_after and after.written >= self.base_after and self._base_due(state.partition, after.written):
+            await self.write_base(state)
 
-    async def _send(self, state: PartitionTransaction, records: list[tuple[bytes, bytes]]) -> None:
+    # -- bases -------------------------------------------------------------------------
+    def _base_due(self, partition: int, written: int) -> bool:
+        """Whether the partition's changelog since its last start (its base, and the data
+        records after it) holds twice as many records as its local store has keys. The
+        keys are counted again only when the last count says so: a count reads them all."""
+        keys = self._keys.get(partition)
+        if keys is None or written >= 2 * keys:
+            keys = self._keys[partition] = self.store.count(partition)
+        return written >= 2 * keys
+
+    async def write_base(self, state: PartitionTransaction) -> None:
+        """The owner's committed state as the changelog's new base, between two batches:
+        a start of the next batch, every local key as a row, its checkpoint (the form of
+        a write-back, in the owner's epoch).
+        A reader that gets to the checkpoint replaces its state by the rows; one that
+        does not (a crash, a fence between) keeps what it had. Once the checkpoint is
+        acknowledged, the records before the start are void: `clean` sends tombstones
+        for them, and a compacted topic then holds the base and what follows it."""
+        started = time.perf_counter()
+        partition, before = state.partition, state.checkpoint
+        epoch, batch = before.epoch, before.batch + 1
+        writer = RecordWriter(epoch, batch)
+        rows = (writer.row(key, value) for key, value in self.store.scan_range(partition, b"\x01", b"\xff" * 8))
+        mark = checkpoint_record(epoch, batch, before.offsets, before.fingerprints)
+        try:
+            start_at = await self._send(state, chain([start_record(epoch, batch)], rows, [mark]))
+        finally:
+            rows.close()  # a send that failed part-way: the store's iterator goes now, not with the traceback
+        after = Checkpoint(epoch, batch, dict(before.offsets), state.changelog_next - 1, dict(before.fingerprints),
+                           written=writer.count + 2, cleaned=before.cleaned)
+        self.store.write(partition, {}, after)
+        state.checkpointed(after)
+        self._keys[partition] = writer.count
+        observe.BASES.inc()
+        observe.BASE_ROWS.inc(writer.count)
+        tombstones = await self.clean(state, before.cleaned, start_at)
+        state.checkpoint = replace(state.checkpoint, cleaned=start_at)
+        self.store.write(partition, {}, state.checkpoint)
+        log.info("changelog partition %d: a base of %d rows at offset %d, %d tombstones for offsets %d to %d "
+                 "(%.2f s)", partition, writer.count, start_at, tombstones, before.cleaned, start_at - 1,
+                 time.perf_counter() - started)
+
+    async def clean(self, state: PartitionTransaction, start: int, end: int) -> int:
+        """Tombstones for the keys of the records at offsets start..end-1, which a base
+        at `end` made void. Every record has a key of its own, so no record after the
+        base loses its key, and each key is tombstoned once."""
+        marks: set[bytes] = set()  # marks of releases before this one shared keys
+        sent = 0
+        async for records in self.changelog.read(self.topic, state.partition, start, end):
+            tombstones = []
+            for _, key, value in records:
+                if value is None:
+                    continue
+                if key[0] == 0:  # a mark
+                    if key in marks:
+                        continue
+                    marks.add(key)
+                tombstones.append((key, None))
+            if tombstones:
+                await self._send(state, tombstones)
+                sent += len(tombstones)
+                observe.TOMBSTONES.inc(len(tombstones))
+        return sent
+
+    async def _send(self, state: PartitionTransaction, records: Iterable[tuple[bytes, bytes | None]]) -> int:
         """Send records to the partition's changelog and wait for the acks; raises Fenced
-        if other writers put a fence of a higher epoch between them."""
-        if not records:
-            return
+        if other writers put a fence of a higher epoch between them. Returns the offset of
+        the first (-1: none sent)."""
         acks = await self.sender.send(self.topic, state.partition, records)
+        first_at = -1
         for ack in acks:
             first, last = await ack
+            first_at = first if first_at < 0 else first_at
             if first < state.changelog_next:
                 raise StartedOver(f"changelog partition {state.partition}: records landed at offset {first}, "
                                   f"below this owner's last ({state.changelog_next - 1})")
             if first != state.changelog_next:
                 await self._foreign(state, state.changelog_next, first)
             state.changelog_next = last + 1
+        return first_at
 
     async def _foreign(self, state: PartitionTransaction, start: int, end: int) -> None:
         async for records in self.changelog.read(self.topic, state.partition, start, end):
             for _, _, value in records:
+                if value is None:  # a replaced worker's tombstone
+                    continue
                 epoch = epoch_of(value)
                 if epoch > state.epoch:
                     self.replaced += 1
@@ -310,7 +387,7 @@ async def holds(changelog: TopicReader, topic: str, partition: int, checkpoint: 
         return False
     if found.offset > checkpoint.changelog:
         return True
-    if not is_mark(found.value):
+    if found.value is None or not is_mark(found.value):
         return False
     kind, epoch, batch = mark_of(found.value)
     return epoch == checkpoint.epoch and (kind != CHECKPOINT or batch == checkpoint.batch)

@@ -22,6 +22,8 @@ in the order the rules need. docs/design.md has the argument; in short:
 
 from __future__ import annotations
 
+import dataclasses
+
 from itertools import islice
 from typing import Any, Callable, Iterable, NamedTuple, Protocol
 
@@ -259,8 +261,7 @@ class PartitionTransaction:
         if at is not None:
             offsets[topic] = at - 1
         fingerprints = {name: value for name, value in self.checkpoint.fingerprints.items() if name != topic}
-        self.checkpoint = Checkpoint(self.checkpoint.epoch, self.checkpoint.batch, offsets, self.checkpoint.changelog,
-                                     fingerprints)
+        self.checkpoint = dataclasses.replace(self.checkpoint, offsets=offsets, fingerprints=fingerprints)
         self.offsets.pop(topic, None)
         self.last_input.pop(topic, None)
         self.input_restarted = True
@@ -277,7 +278,8 @@ class PartitionTransaction:
         records = [writer.entry(payload) if kind == "entry" else writer.row(*payload) for kind, payload in self.recorded]
         fingerprints = {**self.checkpoint.fingerprints, **{topic: input_fingerprint(r.timestamp, r.key, r.value)
                                                           for topic, r in self.last_input.items()}}
-        after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets}, fingerprints=fingerprints)
+        after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets}, fingerprints=fingerprints,
+                           written=self.checkpoint.written + len(records) + 1, cleaned=self.checkpoint.cleaned)
         return CheckpointWrites(records, checkpoint_record(epoch, batch, after.offsets, fingerprints), after)
 
     def local_values(self) -> dict[bytes, bytes | None]:

@@ -8,7 +8,7 @@ from itertools import count
 import orjson
 
 from stream_app.stream.changelog import (ENTRY, ROW, Checkpoint, ChangelogRule, RecordWriter,
-                                         checkpoint_record, epoch_key, fence_record, input_fingerprint, row_of,
+                                         checkpoint_record, fence_record, input_fingerprint, row_of,
                                          start_record)
 from tests.support.changelog import old_row
 
@@ -106,16 +106,35 @@ def test_reading_on_from_a_stored_checkpoint_equals_reading_from_the_start():
     assert end_again == end
 
 
-def test_a_compacted_changelog_keeps_each_epochs_last_checkpoint():
-    """Compaction keeps the last record of each key: each epoch's fence and
-    checkpoints share a key, so its last checkpoint stays and commits its rows."""
-    assert fence_record(3)[0] == checkpoint_record(3, 9, {})[0] == epoch_key(3) != epoch_key(4)
-    compacted = [row_record(1, 1, b"pa", j(1)), checkpoint_record(1, 2, {TOPIC: 5}),
-                 row_record(2, 3, b"pb", j(2)), row_record(2, 4, b"pc", j(3)),
-                 checkpoint_record(2, 3, {TOPIC: 7})]
-    rows, checkpoint, _ = read(compacted)
-    assert rows == {b"pa": 1, b"pb": 2}  # batch 4 of epoch 2 has no checkpoint: pc waits
-    assert (checkpoint.epoch, checkpoint.batch) == (2, 3)
+def test_a_compacted_changelog_commits_what_the_whole_one_does():
+    """The log cleaner keeps the last record of each key. Every mark has a key of its
+    own, so no mark the rule drops can take the place of one it accepts: here a take-up's
+    fence of a stale epoch (a worker on an empty directory fences with epoch 1, then tries
+    again above the epoch it read) and a replaced worker's late batch, after the fence of
+    its successor. With one key for an epoch's marks (releases before this one), the
+    cleaner kept the late checkpoint in place of epoch 1's last one, and the late batch
+    counted."""
+    log = [
+        fence_record(1), row_record(1, 1, b"pa", j(1)), checkpoint_record(1, 1, {TOPIC: 0}),
+        row_record(1, 2, b"pb", j(2)), checkpoint_record(1, 2, {TOPIC: 1}),
+        fence_record(1),  # a stale take-up's fence...
+        fence_record(2),  # ...which tried again above: the new owner
+        row_record(1, 3, b"pa", j(9)), checkpoint_record(1, 3, {TOPIC: 2}),  # the replaced worker's late batch
+        row_record(2, 3, b"pc", j(3)), checkpoint_record(2, 3, {TOPIC: 2}),
+    ]
+    assert len({key for key, _ in log}) == len(log)
+    assert fence_record(2)[0] != fence_record(2)[0] != checkpoint_record(2, 0, {})[0]
+    whole, checkpoint, _ = read(log)
+    assert whole == {b"pa": 1, b"pb": 2, b"pc": 3}
+    shared = [(b"\x00epoch" + value[1:9] if key[0] == 0 else key, value) for key, value in log]  # the old keys
+    for records in (log, shared):
+        reader = ChangelogRule()
+        for offset, key, value in compacted(records):
+            reader.feed(offset, key, value)
+        committed, end, _ = reader.take()
+        assert (rows_of(committed) == whole) == (records is log)
+        assert (end.epoch, end.batch, end.offsets) == (checkpoint.epoch, checkpoint.batch, checkpoint.offsets)
+    assert rows_of(committed)[b"pa"] == 9
 
 
 def test_data_records_keep_their_byte_layout_and_each_has_a_key_of_its_own():
@@ -201,7 +220,7 @@ def test_reading_from_a_start_offset_wipes_what_the_store_held():
 
 
 def test_checkpoints_keep_fingerprints_and_records_written_before_them_still_read():
-    old = (epoch_key(1), b"C" + (1).to_bytes(8, "big") + (1).to_bytes(8, "big") + orjson.dumps({TOPIC: 6}))
+    old = (b"\x00epoch" + (1).to_bytes(8, "big"), b"C" + (1).to_bytes(8, "big") + (1).to_bytes(8, "big") + orjson.dumps({TOPIC: 6}))
     _, checkpoint, _ = read([fence_record(1), old])
     assert (checkpoint.offsets, checkpoint.fingerprints) == ({TOPIC: 6}, {})
     _, checkpoint, _ = read([fence_record(1), checkpoint_record(1, 1, {TOPIC: 6}, {TOPIC: 12345}), fence_record(2)])
@@ -238,8 +257,81 @@ def test_a_start_that_never_completes_leaves_the_state_before_it():
 
 
 def test_compaction_keeps_every_start():
-    assert start_record(3)[0] not in (epoch_key(3), start_record(4)[0], fence_record(3)[0])
+    assert start_record(3)[0] not in (checkpoint_record(3, 1, {})[0], start_record(4)[0], start_record(3, 2)[0],
+                                      fence_record(3)[0])
     compacted = [row_record(1, 1, b"pa", j(1)), checkpoint_record(1, 1, {TOPIC: 5}),
                  start_record(2), row_record(2, 1, b"pb", j(2)), checkpoint_record(2, 1, {TOPIC: 0})]
     rows, checkpoint, _ = read(compacted)
     assert rows == {b"pb": 2} and checkpoint.epoch == 2
+
+
+def compacted(records: list[tuple[bytes, bytes | None]]) -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of what a log cleaner keeps: each key's last record, no tombstone."""
+    last = {key: offset for offset, (key, _) in enumerate(records)}
+    return [(offset, key, value) for offset, (key, value) in enumerate(records)
+            if last[key] == offset and value is not None]
+
+
+# Epoch 1 writes pa, pb, pc over two batches and deletes pc; its base (batch 3) holds pa and pb;
+# then batch 4 follows it, and tombstones for everything before the base.
+BEFORE_BASE = [
+    fence_record(1),
+    row_record(1, 1, b"pa", j(1)), row_record(1, 1, b"pc", j(3)), checkpoint_record(1, 1, {TOPIC: 0}),
+    row_record(1, 2, b"pb", j(2)), row_record(1, 2, b"pc", None), checkpoint_record(1, 2, {TOPIC: 1}),
+]
+BASE = [start_record(1, 3), row_record(1, 3, b"pa", j(1)), row_record(1, 3, b"pb", j(2)),
+        checkpoint_record(1, 3, {TOPIC: 1})]
+AFTER_BASE = [row_record(1, 4, b"pb", j(4)), checkpoint_record(1, 4, {TOPIC: 2})]
+TOMBSTONES = [(key, None) for key, _ in BEFORE_BASE]
+
+
+def test_a_base_replaces_the_state_before_it_for_a_reader_from_any_point_of_a_compacted_log():
+    log = BEFORE_BASE + BASE + AFTER_BASE + TOMBSTONES
+    whole, checkpoint, _ = read(log)
+    assert whole == {b"pa": 1, b"pb": 4} and (checkpoint.epoch, checkpoint.batch) == (1, 4)
+    kept = compacted(log)
+    assert [key for _, key, _ in kept if key[:1] == b"\x01"] == [key for key, _ in BASE[1:3] + AFTER_BASE[:1]]
+    # From the start, or from a checkpoint whose records the cleaner removed (a standby's,
+    # a worker's that stopped long ago, here one that still holds the deleted pc):
+    for start in (Checkpoint(), Checkpoint(1, 1, {TOPIC: 0}, changelog=3)):
+        reader = ChangelogRule(start)
+        for offset, key, value in kept:
+            if offset >= reader.position:
+                reader.feed(offset, key, value)
+        records, checkpoint, wipe = reader.take()
+        assert wipe and rows_of(records) == {b"pa": 1, b"pb": 4}  # pc is gone with the wiped state
+        assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets) == (1, 4, {TOPIC: 2})
+        assert checkpoint.written == 6  # the records since the base's start: it, 3 rows, 2 checkpoints
+
+
+def test_a_base_its_owner_did_not_finish_changes_nothing():
+    # A crash before the base's checkpoint: the next take-up's fence leaves the state before it.
+    log = BEFORE_BASE + BASE[:-1] + [fence_record(2), row_record(2, 3, b"pa", j(9)), checkpoint_record(2, 3, {})]
+    reader = ChangelogRule()
+    for offset, (key, value) in enumerate(log):
+        reader.feed(offset, key, value)
+    records, checkpoint, wipe = reader.take()
+    assert not wipe and rows_of(records) == {b"pa": 9, b"pb": 2, b"pc": None}
+    assert (checkpoint.epoch, checkpoint.batch) == (2, 3)
+
+
+def test_a_replaced_owners_late_base_is_dropped():
+    # The new owner's fence came first: the old owner's base (epoch 1, after it) never counts.
+    log = BEFORE_BASE + [fence_record(2)] + BASE + [row_record(2, 3, b"pb", j(5)), checkpoint_record(2, 3, {})]
+    rows, checkpoint, fenced = read(log)
+    assert rows == {b"pa": 1, b"pb": 5, b"pc": None} and fenced == 4 and (checkpoint.epoch, checkpoint.batch) == (2, 3)
+
+
+def test_data_records_count_since_the_last_start():
+    reader = ChangelogRule()
+    for offset, (key, value) in enumerate(BEFORE_BASE):
+        reader.feed(offset, key, value)
+    assert reader.checkpoint.written == 7  # the fence, four rows, two checkpoints
+    for offset, (key, value) in enumerate(BASE + AFTER_BASE + TOMBSTONES, start=len(BEFORE_BASE)):
+        reader.feed(offset, key, value)
+    assert reader.checkpoint.written == 6  # the start, its two rows and checkpoint, one batch; no tombstone
+    # Kept with the local checkpoint: a reader that goes on from it counts on.
+    again = ChangelogRule(Checkpoint.decode(reader.checkpoint.encode()))
+    again.feed(reader.position, *row_record(1, 5, b"pa", j(6)))
+    again.feed(reader.position + 1, *checkpoint_record(1, 5, {}))
+    assert again.checkpoint.written == 8

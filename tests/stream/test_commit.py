@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 import orjson
 import pytest
+from prometheus_client import REGISTRY
 
 from stream_app.inputs import parse_match
 from stream_app.published import event_id
@@ -25,7 +27,7 @@ from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
 from stream_app.stream.changelog import ChangelogRule, checkpoint_record, fence_record
-from stream_app.stream.commit import Fenced, store_committed
+from stream_app.stream.commit import Committer, Fenced, store_committed
 from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
@@ -69,8 +71,8 @@ def input_log(seed: int) -> dict[int, list[InputRecord]]:
 CHANGELOG = SETTINGS.changelog_topic
 
 
-def new_worker(store: LocalStore, broker: MemoryBroker) -> BatchLoop:
-    return BatchLoop(SETTINGS, CONFIG, store, broker, broker, Intake({}, SETTINGS.batch_max))
+def new_worker(store: LocalStore, broker: MemoryBroker, settings: Settings = SETTINGS) -> BatchLoop:
+    return BatchLoop(settings, CONFIG, store, broker, broker, Intake({}, settings.batch_max))
 
 
 def reopened(store: LocalStore) -> LocalStore:
@@ -117,7 +119,7 @@ def changelog_says(broker: MemoryBroker, config: LeagueConfig = CONFIG) -> dict[
         derive = RecordHandler(config, PARTITIONS, SETTINGS.forward_topic).derive
         for partition in range(PARTITIONS):
             reader = ChangelogRule()
-            for offset, (key, value) in enumerate(broker.logs[(CHANGELOG, partition)]):
+            for offset, key, value in broker.records(CHANGELOG, partition):
                 reader.feed(offset, key, value)
             store_committed(store, partition, reader, tables_for(config), derive)
         tables = local(store)
@@ -142,8 +144,9 @@ def made_again(broker: MemoryBroker, partition: int, end: int, directory: Path) 
     """Every key of a partition's local store as its changelog up to `end` makes it."""
     store = LocalStore(directory)
     reader = ChangelogRule()
-    for offset, (key, value) in enumerate(broker.logs[(CHANGELOG, partition)][:end]):
-        reader.feed(offset, key, value)
+    for offset, key, value in broker.records(CHANGELOG, partition):
+        if offset < end:
+            reader.feed(offset, key, value)
     store_committed(store, partition, reader, tables_for(CONFIG), RecordHandler(CONFIG, PARTITIONS, SETTINGS.forward_topic).derive)
     rows = dict(store.scan(partition, b""))
     store.close()
@@ -186,6 +189,8 @@ async def test_crashes_and_failures_at_any_send_neither_lose_nor_double_apply(se
             worker.abandon()  # what the batch loop does after a failed batch
     assert faults["crash"] > 0 and faults["fail"] > 0
     assert_committed_state_is(local(store), ledger)
+    assert_committed_state_is(logged(broker), ledger)
+    broker.compact(CHANGELOG)  # the log cleaner keeps what the rule commits
     assert_committed_state_is(logged(broker), ledger)
     # Every rating change of the replay is published; a redelivered one carries the same bytes.
     by_id = defaultdict(set)
@@ -300,14 +305,14 @@ async def test_a_replaced_workers_stalled_batch_landing_late_changes_nothing(lan
     # B's first batch is smaller than A's stalled one: A wrote keys B's batch does not write.
     await b.apply_batch(records[10:13])
     if lands == "between the new owner's fence and batch":
-        # A's entries landed after B's fence (the reader drops them). Each data record has a key
-        # of its own, so a compacted changelog (the last record of each key) still holds B's.
+        # A's entries landed after B's fence (the reader drops them). Each record has a key of
+        # its own, so a compacted changelog (the last record of each key) still holds B's.
         assert fenced_records > 0
         changelog = broker.logs[(CHANGELOG, partition)]
-        fence = changelog.index(fence_record(2))
+        fence = [value for _, value in changelog].index(fence_record(2)[1])
         late = [key for key, value in changelog[fence:] if value[:1] == b"E" and value[1:9] == (1).to_bytes(8, "big")]
-        data = [key for key, value in changelog if value[:1] in (b"E", b"R")]
-        assert late and len(set(data)) == len(data)
+        keys = [key for key, _ in changelog]
+        assert late and len(set(keys)) == len(keys)
     if lands == "after the new owner's batch":
         stalled.running.set()
         with pytest.raises(Fenced):
@@ -316,6 +321,8 @@ async def test_a_replaced_workers_stalled_batch_landing_late_changes_nothing(lan
     assert b.partitions[partition].epoch == 2  # B was never fenced itself
     ledger, ids = expected({partition: records})
     assert_committed_state_is(local(store), ledger)
+    assert_committed_state_is(logged(broker), ledger)
+    broker.compact(CHANGELOG)
     assert_committed_state_is(logged(broker), ledger)
     by_id = defaultdict(set)
     for value in broker.values(SETTINGS.changes_topic):
@@ -394,22 +401,32 @@ async def test_two_take_ups_of_a_partition_at_once_make_its_state_once(tmp_path,
 CORRECTED = LeagueConfig.from_toml(CORRECTIONS_CONFIG)
 
 
-@pytest.mark.slow  # six seeds of re-rates under crashes, 10 s of CPU: make test runs them, make check does not
-@pytest.mark.parametrize("seed", range(6))
-async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_event_once(seed, tmp_path):
-    """Voids, corrections and late results (re-rates of whole leagues, several per
-    batch; on even seeds in parts of 10 participant results, each committed) with
-    crashes at any send: the committed players, leagues and histories are the
-    replay's, and every event (corrections included) is published, each id with
-    one content."""
-    rng = random.Random(seed)
-    settings = Settings(partitions=PARTITIONS, rerate_part=10 if seed % 2 == 0 else 10**9)
-    docs = corrected_leagues(seed)
+def corrections_log(docs: list[dict]) -> dict[int, list[InputRecord]]:
+    """The docs as input records, per partition."""
     log: dict[int, list[InputRecord]] = defaultdict(list)
     for doc in docs:
         partition = league_partition(doc["league"], PARTITIONS)
         log[partition].append(InputRecord(TOPIC, partition, len(log[partition]), doc["league"].encode(),
                                           orjson.dumps(doc), 1000))
+    return log
+
+
+@pytest.mark.slow  # twelve runs of re-rates under crashes, 20 s of CPU: make test runs them, make check does not
+@pytest.mark.parametrize("bases", [False, True], ids=["growing changelog", "bases, compacted"])
+@pytest.mark.parametrize("seed", range(6))
+async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_event_once(seed, bases, tmp_path):
+    """Voids, corrections and late results (re-rates of whole leagues, several per
+    batch; on even seeds in parts of 10 participant results, each committed) with
+    crashes at any send: the committed players, leagues and histories are the
+    replay's, and every event (corrections included) is published, each id with
+    one content. With bases, the log cleaner runs now and then (between a base and
+    its tombstones too), and a restart may find a directory left long ago (a
+    standby's, say), whose checkpoint's records the cleaner removed."""
+    rng = random.Random(seed)
+    settings = Settings(partitions=PARTITIONS, rerate_part=10 if seed % 2 == 0 else 10**9,
+                        base_after=40 if bases else 0)
+    docs = corrected_leagues(seed)
+    log = corrections_log(docs)
     ledger, events, _ = run(docs, CORRECTED)
     assert ledger.rerates > 20
     broker = MemoryBroker(partitions=PARTITIONS, seed=seed)
@@ -421,15 +438,31 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
 
     worker = worker_on(store)
     crashes = 0
+    left: Path | None = None  # a copy of a data directory, taken early
+    bases_before = counted("ratings_changelog_bases_total")
     while any(worker.positions([(TOPIC, p)])[(TOPIC, p)] != len(log[p]) for p in log):
         broker.crash_at = broker.sends + rng.randint(1, 8) if rng.random() < 0.3 else None
+        if bases and rng.random() < 0.3:
+            broker.compact(CHANGELOG)
+        if bases and left is None and rng.random() < 0.1:
+            store.close()
+            left = tmp_path / f"left-{broker.sends}"
+            shutil.copytree(store.directory, left)
+            store = LocalStore(store.directory)
+            worker = worker_on(store)
         try:
             await worker.apply_batch(next_batch(worker, log, rng))
         except Crash:
             crashes += 1
             broker.crash_at = None
-            store = reopened(store) if rng.random() < 0.7 else LocalStore(tmp_path / str(crashes))
+            choice = rng.random()
+            if left is not None and choice < 0.2:
+                store.close()
+                store, left = LocalStore(left), None
+            else:
+                store = reopened(store) if choice < 0.7 else LocalStore(tmp_path / str(crashes))
             worker = worker_on(store)
+    broker.crash_at = None
     # A re-rate begun by the last records: the partitions are taken up (as an
     # assignment does), since after the last crash the worker may not have
     # seen a record of the partition holding the job.
@@ -438,6 +471,9 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
     assert crashes > 0
     assert_committed_state_is(local(store), ledger, records=False)
     assert_committed_state_is(logged(broker, CORRECTED), ledger, records=False)
+    broker.compact(CHANGELOG)
+    assert_committed_state_is(logged(broker, CORRECTED), ledger, records=False)
+    assert (counted("ratings_changelog_bases_total") > bases_before) == bases
     served = {key.decode(): value for key, value in committed(store, LEAGUES).items()}
     for league, record in ledger.records.items():
         assert {k: served[league].get(k) for k in ("matches", "players", "latest_time", "revision")} == \
@@ -634,3 +670,109 @@ async def test_a_changelog_written_before_entries_is_taken_up_in_place_and_entri
     assert_committed_state_is(local(store), ledger)
     assert all(value[:1] in (b"D", b"E", b"C", b"F") for p in log for _, value in broker.logs[(CHANGELOG, p)])
     assert_committed_state_is(logged(broker), ledger)
+
+
+
+def local_keys(store: LocalStore, partition: int) -> int:
+    return sum(1 for key, _ in store.scan(partition, b"") if key[:1] != b"\x00")
+
+
+def counted(name: str) -> float:
+    return REGISTRY.get_sample_value(name) or 0.0
+
+
+def held(broker: MemoryBroker, partition: int) -> int:
+    """Changelog records a partition holds once the cleaner has run."""
+    broker.compact(CHANGELOG)
+    return len(broker.records(CHANGELOG, partition))
+
+
+BASED = Settings(partitions=PARTITIONS, base_after=40)
+
+
+async def test_with_bases_a_compacted_changelog_holds_at_most_twice_the_local_keys(tmp_path):
+    """Results, voids and corrections (whose re-rates write rows for every key they
+    change): with a base whenever a partition's changelog got as many data records as its
+    state has keys (at least 40 here), and the cleaner run after every batch, the
+    changelog never holds more than twice the local keys (and a few marks), and read
+    from its start into an empty store it is still the replay's state. Without bases
+    it holds several times more."""
+    docs = corrected_leagues(2, scale=3)
+    log = corrections_log(docs)
+    ledger, _, _ = run(docs, CORRECTED)
+    sizes = {}
+    for based in (True, False):
+        broker = MemoryBroker(partitions=PARTITIONS)
+        broker.add_input(log)
+        store = LocalStore(tmp_path / str(based))
+        worker = BatchLoop(BASED if based else Settings(partitions=PARTITIONS, base_after=0), CORRECTED, store, broker, broker,
+                           Intake({}, SETTINGS.batch_max))
+        bases, tombstones = counted("ratings_changelog_bases_total"), counted("ratings_changelog_tombstones_total")
+        rng = random.Random(0)
+        while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
+            await worker.apply_batch(batch)
+            if based:
+                for p in log:
+                    assert held(broker, p) <= 2 * local_keys(store, p) + 3, (p, held(broker, p), local_keys(store, p))
+        sizes[based] = sum(held(broker, p) for p in log), sum(local_keys(store, p) for p in log)
+        assert (counted("ratings_changelog_bases_total") - bases >= 2) == based
+        assert (counted("ratings_changelog_tombstones_total") - tombstones > 1000) == based
+        assert_committed_state_is(local(store), ledger, records=False)
+        assert_committed_state_is(logged(broker, CORRECTED), ledger, records=False)
+    assert sizes[False][0] > 3 * sizes[True][0] and sizes[False][1] == sizes[True][1], sizes
+
+
+async def test_a_crash_between_a_base_and_its_tombstones_loses_nothing_and_the_next_base_cleans_up(
+        tmp_path, monkeypatch):
+    docs = corrected_leagues(3)
+    log = corrections_log(docs)
+    ledger, _, _ = run(docs, CORRECTED)
+    broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
+
+    def worker_on(store: LocalStore) -> BatchLoop:
+        return BatchLoop(BASED, CORRECTED, store, broker, broker, Intake({}, SETTINGS.batch_max))
+
+    store = LocalStore(tmp_path / "a")
+    worker = worker_on(store)
+    clean = Committer.clean
+
+    based = []
+
+    async def crash(self, state, start, end):
+        based.append(state.partition)
+        raise Crash("between the base and its tombstones")
+
+    monkeypatch.setattr(Committer, "clean", crash)
+    rng = random.Random(3)
+    with pytest.raises(Crash):
+        while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
+            await worker.apply_batch(batch)
+    monkeypatch.setattr(Committer, "clean", clean)
+    [partition] = based
+    based_at = store.checkpoint(partition)
+    assert based_at.cleaned == 0 and based_at.written > 0  # the base is committed, nothing is cleaned
+    assert store.count(partition) == based_at.written - 2  # the base's rows (every local key), its start and checkpoint
+    assert not any(value is None for p in log for _, _, value in broker.records(CHANGELOG, p))
+    before = held(broker, partition)
+    # Restarted on an empty directory, then on its own: the base stands, and what was
+    # left before it goes at the next base.
+    crashed = store
+    for directory in ("b", "a"):
+        if directory == "b":
+            store = LocalStore(tmp_path / "b")
+        else:
+            store.close()
+            store = reopened(crashed)
+        worker = worker_on(store)
+        await worker.take_up(list(log))
+        assert {p: store.checkpoint(p).changelog for p in log}[partition] >= based_at.changelog
+    while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
+        await worker.apply_batch(batch)
+    await worker.take_up(set(range(PARTITIONS)))
+    await worker.finish_rerates()
+    await worker.committer.write_base(worker.partitions[partition])  # the next base, come early
+    assert store.checkpoint(partition).cleaned > based_at.changelog  # it cleaned up to itself
+    assert held(broker, partition) <= 2 * local_keys(store, partition) + 3 < before + 2 * local_keys(store, partition)
+    assert_committed_state_is(local(store), ledger, records=False)
+    assert_committed_state_is(logged(broker, CORRECTED), ledger, records=False)

@@ -73,7 +73,26 @@ class MemoryBroker:
                 ack.set_exception(Crash("lost in flight"))
 
     def values(self, topic: str) -> list[bytes]:
-        return [value for (name, _), log in sorted(self.logs.items()) if name == topic for _, value in log]
+        return [record[1] for (name, _), log in sorted(self.logs.items()) if name == topic for record in log if record]
+
+    def compact(self, topic: str) -> int:
+        """What Kafka's log cleaner does to a compacted topic, all at once: only each key's
+        last record stays, at its offset, and a tombstone (a null value) goes too, as if
+        delete.retention.ms were over. Offsets left empty hold None. Returns the records removed."""
+        removed = 0
+        for (name, _), log in self.logs.items():
+            if name != topic:
+                continue
+            last = {record[0]: offset for offset, record in enumerate(log) if record}
+            for offset, record in enumerate(log):
+                if record and (last[record[0]] != offset or record[1] is None):
+                    log[offset] = None
+                    removed += 1
+        return removed
+
+    def records(self, topic: str, partition: int) -> list[tuple[int, bytes, bytes | None]]:
+        """A partition's records as a consumer reads them: (offset, key, value), without the gaps."""
+        return [(offset, *record) for offset, record in enumerate(self.logs[(topic, partition)]) if record]
 
     async def first_records(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], object]:
         """Each partition's first record at or after the offset, or None past its end."""
@@ -85,6 +104,8 @@ class MemoryBroker:
                 found[(topic, partition)] = inputs[offset] if offset < len(inputs) else None
                 continue
             log = self.logs[(topic, partition)]
+            while offset < len(log) and log[offset] is None:  # a compacted topic's gap
+                offset += 1
             found[(topic, partition)] = (InputRecord(topic, partition, offset, *log[offset], None)
                                          if offset < len(log) else None)
         return found
@@ -111,7 +132,7 @@ class MemoryBroker:
             if self.crash_reading_at is not None and self.chunks_read >= self.crash_reading_at:
                 raise Crash(f"crashed reading {topic}[{partition}] at offset {chunk}")
             self.chunks_read += 1
-            yield [(offset, *log[offset]) for offset in range(chunk, min(chunk + 7, end))]
+            yield [(offset, *log[offset]) for offset in range(chunk, min(chunk + 7, end)) if log[offset]]
 
 
 class StalledSender:
