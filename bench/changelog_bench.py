@@ -8,7 +8,16 @@ broker in memory (streamtools.RecordingBroker): the figures are the worker's own
 records, keys and values (Kafka's per-record overhead and compression not
 counted), before any compaction.
 
-    python -m bench.changelog_bench [--matches N] [--leagues N] [--players N]
+The second stage, `corrections`, is the issue #45 scenario: 12,800 two-player
+`elo` results in five leagues of 60 to 150 players, with a void or a correction
+of one of the league's last 1,000 matches after about every 50th result. It is
+applied twice, without bases (`--base-after 0`) and with the default, each time
+counting the changelog before and after a log cleaner's pass (the last record of
+each key kept, tombstones gone), against the local store's keys; and the cleaned
+changelog is taken up into an empty store, timed, and compared with the worker's
+store, key by key.
+
+    python -m bench.changelog_bench [--matches N] [--leagues N] [--players N] [--only entries|corrections]
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import asyncio
 import random
 import shutil
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,6 +35,7 @@ from typing import Any
 import orjson
 
 from stream_app.leagues import LeagueConfig
+from stream_app.settings import Settings
 from stream_app.offline.sample import two_player_league
 from stream_app.stream.intake import InputRecord
 
@@ -43,7 +54,16 @@ def _records(matches: int, leagues: int, players: int) -> list[InputRecord]:
     return [InputRecord("matches", 0, i, e["league"].encode(), orjson.dumps(e), 0) for i, e in enumerate(events)]
 
 
-def run(matches: int = 30_000, leagues: int = 10, players: int = 1_000) -> dict[str, Any]:
+def run(matches: int = 30_000, leagues: int = 10, players: int = 1_000, only: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if only in (None, "entries"):
+        out.update(entries(matches, leagues, players))
+    if only in (None, "corrections"):
+        out["corrections"] = corrections()
+    return out
+
+
+def entries(matches: int, leagues: int, players: int) -> dict[str, Any]:
     records = _records(matches, leagues, players)
     matches = len(records)
     directory = Path(tempfile.mkdtemp(prefix="changelog-bench-"))
@@ -67,6 +87,9 @@ def run(matches: int = 30_000, leagues: int = 10, players: int = 1_000) -> dict[
            "bytes_by_kind": dict(size), "records_per_match": sum(count.values()) / matches,
            "bytes_per_match": sum(size.values()) / matches, "input_bytes_per_match": input_bytes / matches}
     out["ratio_to_input"] = out["bytes_per_match"] / out["input_bytes_per_match"]
+    cleaned = _cleaned(changelog)
+    out["bytes_per_match_cleaned"] = sum(len(key) + len(value) for _, key, value in cleaned) / matches
+    out["records_per_match_cleaned"] = len(cleaned) / matches
     out["state_keys"] = len(live)
     out["state_bytes_per_match"] = sum(len(key) + len(value) for key, value in live) / matches
     print(f"changelog: {matches:,} two-player elo matches, {leagues} leagues of {players:,} players, history on, "
@@ -75,8 +98,100 @@ def run(matches: int = 30_000, leagues: int = 10, players: int = 1_000) -> dict[
         print(f"  {kind:<12} {count[kind] / matches:6.3f} records, {size[kind] / matches:6.1f} bytes per match")
     print(f"  per match: {out['records_per_match']:.3f} records, {out['bytes_per_match']:.1f} bytes; the input "
           f"{out['input_bytes_per_match']:.1f} bytes (ratio {out['ratio_to_input']:.2f})", flush=True)
+    print(f"  per million matches: {out['bytes_per_match']:.0f} MB before a log cleaner's pass, "
+          f"{out['bytes_per_match_cleaned']:.0f} MB after it ({out['records_per_match_cleaned']:.3f} records a match: "
+          "every record has a key of its own, and no base was due)", flush=True)
     print(f"  the local store at the end: {len(live):,} keys, {out['state_bytes_per_match']:.1f} bytes per match "
           "(what a changelog keyed by state key would hold once cleaned)", flush=True)
+    return out
+
+
+def _corrections_records() -> list[InputRecord]:
+    rng = random.Random(45)
+    sizes = (60, 80, 100, 125, 150)
+    streams = [iter(two_player_league(f"league-{n}", players, 12_800 // len(sizes), rng)) for n, players in enumerate(sizes)]
+    events = [event for group in zip(*streams) for event in group]
+    docs: list[dict[str, Any]] = []
+    applied: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        docs.append(event)
+        applied.setdefault(event["league"], []).append(event)
+        if rng.random() < 1 / 50:
+            target = rng.choice(applied[event["league"]][-1_000:])
+            if rng.random() < 0.5:
+                docs.append({"schema": "match-voided.v1", "league": target["league"], "match_id": target["match_id"],
+                             "reason": "bench"})
+                applied[event["league"]].remove(target)
+            else:
+                swapped = [{"player": p["player"], "rank": 3 - p["rank"]} for p in target["participants"]]
+                docs.append({"schema": "match-corrected.v1", "league": target["league"], "match_id": target["match_id"],
+                             "reason": "bench", "participants": swapped})
+                target["participants"] = swapped
+    return [InputRecord("matches", 0, i, d["league"].encode(), orjson.dumps(d), 0) for i, d in enumerate(docs)]
+
+
+def _cleaned(log: list[tuple[bytes, bytes | None]]) -> list[tuple[int, bytes, bytes]]:
+    """What a log cleaner's pass leaves: each key's last record, no tombstone."""
+    last = {key: offset for offset, (key, _) in enumerate(log)}
+    return [(offset, key, value) for offset, (key, value) in enumerate(log) if last[key] == offset and value is not None]
+
+
+def corrections() -> dict[str, Any]:
+    from stream_app.stream.changelog import ChangelogRule
+    from stream_app.stream.commit import FLUSH_RECORDS, store_committed
+    from stream_app.stream.records import RecordHandler
+    from stream_app.stream.store import LocalStore
+    from stream_app.stream.tables import tables_for
+
+    records = _corrections_records()
+    config = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')
+    print(f"changelog, corrections: {len(records):,} inputs (12,800 results in five leagues, voids and corrections), "
+          "batches of 2,000", flush=True)
+    out: dict[str, Any] = {"inputs": len(records)}
+    for case, base_after in (("without bases", 0), ("with bases", Settings().base_after)):
+        directory = Path(tempfile.mkdtemp(prefix="changelog-bench-"))
+        try:
+            seconds, store, broker, topic = asyncio.run(batch_loop(directory / "worker", config, records,
+                                                                  base_after=base_after))
+            live = dict(store.scan(0, b""))
+            keys = len(live) - 1  # the checkpoint aside
+            log = broker.logs[(topic, 0)]
+            cleaned = _cleaned(log)
+            # An empty directory takes the cleaned changelog up, as a take-up reads and stores it.
+            empty = LocalStore(directory / "empty")
+            derive = RecordHandler(config, 1, "matches-by-league").derive
+            started = time.perf_counter()
+            reader = ChangelogRule()
+            for offset, key, value in cleaned:  # as Committer.read_changelog stores them
+                reader.feed(offset, key, value)
+                if reader.wipe or len(reader.records) >= FLUSH_RECORDS:
+                    store_committed(empty, 0, reader, tables_for(config), derive)
+            store_committed(empty, 0, reader, tables_for(config), derive)
+            take_up = time.perf_counter() - started
+            same = {k: v for k, v in empty.scan(0, b"") if k != CHECKPOINT_KEY} == \
+                   {k: v for k, v in live.items() if k != CHECKPOINT_KEY}
+            store.close()
+            empty.close()
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        row = {"seconds": seconds, "records": len(log), "bytes": sum(len(k) + len(v or b"") for k, v in log),
+               "records_cleaned": len(cleaned), "bytes_cleaned": sum(len(k) + len(v) for _, k, v in cleaned),
+               "tombstones": sum(v is None for _, v in log), "local_keys": keys,
+               "local_bytes": sum(len(k) + len(v) for k, v in live.items() if k != CHECKPOINT_KEY),
+               "take_up_s": take_up, "take_up_equals_worker": same}
+        row["cleaned_to_keys"] = row["records_cleaned"] / keys
+        out[case] = row
+        print(f"  {case:<14} applied in {seconds:5.1f} s; changelog {row['records']:,} records, "
+              f"{row['bytes'] / 1e6:.1f} MB ({row['tombstones']:,} tombstones); after cleaning "
+              f"{row['records_cleaned']:,} records, {row['bytes_cleaned'] / 1e6:.1f} MB, "
+              f"{row['cleaned_to_keys']:.2f} x the {keys:,} local keys ({row['local_bytes'] / 1e6:.1f} MB); "
+              f"empty-directory take-up {take_up:.2f} s, {'equal to' if same else 'DIFFERENT from'} the worker's store",
+              flush=True)
+    without, with_ = out["without bases"], out["with bases"]
+    out["take_up_ratio"] = with_["take_up_s"] / without["take_up_s"]
+    out["cleaned_ratio"] = with_["records_cleaned"] / without["records_cleaned"]
+    print(f"  with bases / without: cleaned changelog {out['cleaned_ratio']:.3f} x, empty-directory take-up "
+          f"{out['take_up_ratio']:.3f} x, applying {with_['seconds'] / without['seconds']:.2f} x", flush=True)
     return out
 
 
@@ -85,5 +200,6 @@ if __name__ == "__main__":
     parser.add_argument("--matches", type=int, default=30_000)
     parser.add_argument("--leagues", type=int, default=10)
     parser.add_argument("--players", type=int, default=1_000)
+    parser.add_argument("--only", choices=("entries", "corrections"))
     args = parser.parse_args()
-    run(args.matches, args.leagues, args.players)
+    run(args.matches, args.leagues, args.players, args.only)

@@ -583,16 +583,17 @@ def two_player_records(matches: int, players: int) -> list[Any]:
     return [InputRecord("matches", 0, i, b"league", line, 0) for i, line in enumerate(lines)]
 
 
-async def batch_loop(directory: Path, config: Any, records: list[Any]) -> tuple[float, Any, Any, str]:
+async def batch_loop(directory: Path, config: Any, records: list[Any], **settings: Any) -> tuple[float, Any, Any, str]:
     """The records applied by the batch loop in batches of BATCH, on a real store in
-    `directory` and a RecordingBroker: (seconds, store, broker, changelog topic)."""
+    `directory` and a RecordingBroker (`settings`: the worker's, besides its defaults):
+    (seconds, store, broker, changelog topic)."""
     from stream_app.settings import Settings
     from stream_app.stream.intake import Intake
     from stream_app.stream.store import LocalStore
     from stream_app.stream.batch_loop import BatchLoop
 
     store, broker = LocalStore(directory), RecordingBroker()
-    settings = Settings(partitions=1, match_topic="matches")
+    settings = Settings(partitions=1, match_topic="matches", **settings)
     worker = BatchLoop(settings, config, store, broker, broker, Intake({}, BATCH))
     started = time.perf_counter()
     for first in range(0, len(records), BATCH):

@@ -49,7 +49,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol
 
 
 from . import observe
-from .changelog import (CHECKPOINT, ENTRY, START, Checkpoint, ChangelogRule, RecordWriter, StartedOver,
+from .changelog import (CHECKPOINT, ENTRY, ROW, START, Checkpoint, ChangelogRule, RecordWriter, StartedOver,
                         checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of, start_record)
 from .partitioner import key_partition
 from .store import LocalStore
@@ -162,6 +162,8 @@ class Committer:
         async for records in self.changelog.read(self.topic, partition, reader.position, end):
             for offset, key, value in records:
                 reader.feed(offset, key, value)
+                if reader.wipe:  # a base or a write-back completed: its rows are stored alone, as they are
+                    counted = self._store_part(partition, reader, counted)
             if len(reader.records) >= FLUSH_RECORDS:
                 counted = self._store_part(partition, reader, counted)
         self._store_part(partition, reader, counted)
@@ -407,7 +409,9 @@ def store_committed(store: LocalStore, partition: int, reader: ChangelogRule, ta
     if wipe:
         store.wipe(partition)
     values: dict[bytes, bytes | None] = {}
-    if records:
+    if records and all(kind == ROW for kind, _ in records):  # a base's rows: no value to decode or derive
+        values = dict(row_of(payload) for _, payload in records)
+    elif records:
         state = transaction(store, partition, checkpoint, tables)
         apply_records(state, records, derive)
         values = state.local_values()
