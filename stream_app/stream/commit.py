@@ -203,7 +203,8 @@ class Committer:
             log.warning("changelog partition %d started over and holds a newer owner's state from offset %d: "
                         "the local state (epoch %d) is replaced by it", partition, start_at, local.epoch)
             self._note_started_over(partition, local, end, "replaced by a newer start")
-            return ChangelogRule(local, start=start_at)  # the local state stands until that start completes
+            # The local state stands until that start completes; what it cleaned was another log.
+            return ChangelogRule(replace(local, cleaned=0), start=start_at)
         reader = await self._write_back(partition, local, newest + 1)
         self._note_started_over(partition, local, end, "local state written back")
         return reader
@@ -273,7 +274,7 @@ class Committer:
 
     # -- bases -------------------------------------------------------------------------
     def _base_due(self, partition: int, written: int) -> bool:
-        """Whether the partition's changelog since its last start (its base, and the data
+        """Whether the partition's changelog since its last start (its base, and the
         records after it) holds twice as many records as its local store has keys. The
         keys are counted again only when the last count says so: a count reads them all."""
         keys = self._keys.get(partition)

@@ -169,8 +169,16 @@ def test_the_workers_go_on_through_a_three_node_clusters_faults(tmp_path):
         producer.join(400)
         assert producer.error is None and producer.failed == [], (producer.error, producer.failed[:3])
         assert producer.delivered == len(events)
-        wait_for(lambda: all(league_matches(a, league) == n for league, n in counts.items()), 180,
-                 "the stream to drain", workers=[a, b])
+        try:
+            wait_for(lambda: all(league_matches(a, league) == n for league, n in counts.items()), 180,
+                     "the stream to drain", workers=[a, b])
+        except AssertionError as exc:  # which leagues, as each worker serves them, and the dead letters
+            served = {league: (n, league_matches(a, league), league_matches(b, league))
+                      for league, n in counts.items() if league_matches(a, league) != n}
+            healths = [(w.health() or {}) for w in (a, b)]
+            raise AssertionError(f"leagues (expected, a, b) {served}; dead letters "
+                                 f"{[h.get('dead_letters') for h in healths]}; applied "
+                                 f"{[h.get('applied') for h in healths]}\n{exc}") from None
         assert_same_state(a, ledger)
         assert_same_state(b, ledger)
         wait_for(lambda: watch.ids >= expected_ids, 60, "every rating change read")
