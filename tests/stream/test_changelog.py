@@ -335,3 +335,19 @@ def test_data_records_count_since_the_last_start():
     again.feed(reader.position, *row_record(1, 5, b"pa", j(6)))
     again.feed(reader.position + 1, *checkpoint_record(1, 5, {}))
     assert again.checkpoint.written == 8
+
+
+def test_records_before_a_base_that_the_cleaner_left_do_not_count():
+    """The cleaner removes what a base made void in passes, a part of the tombstones' keys
+    at a time: it can leave a record of a batch whose checkpoint it removed. That record
+    came before the base, which holds the state after it (here pc was deleted since)."""
+    log = BEFORE_BASE + BASE + AFTER_BASE
+    left = {1: BEFORE_BASE[1], 2: BEFORE_BASE[2]}  # pa and pc of batch 1; its checkpoint, the rest, removed
+    partial = [(offset, *record) for offset, record in enumerate(log)
+               if offset >= len(BEFORE_BASE) or offset in left]
+    reader = ChangelogRule()
+    for offset, key, value in partial:
+        reader.feed(offset, key, value)
+    records, checkpoint, wipe = reader.take()
+    assert wipe and rows_of(records) == {b"pa": 1, b"pb": 4}
+    assert (checkpoint.epoch, checkpoint.batch) == (1, 4)
