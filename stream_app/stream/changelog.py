@@ -11,14 +11,17 @@ that wrote it (a number each take-up of the partition raises) and a batch number
   a write-back after a start);
 - a checkpoint (kind C): the batch is complete, with the input offsets applied;
 - a fence (kind F): a worker took the partition up with a higher epoch;
-- a start (kind S): a fence after which the log starts over. A worker whose
-  changelog lost records (the broker forgot them, the topic was recreated)
-  writes its whole local state back after one: rows, then a checkpoint.
+- a start (kind S): the rows after it, up to its checkpoint, are the whole
+  state: a write-back (a worker whose changelog lost records, because the broker
+  forgot them or the topic was recreated, writes its local state back under a
+  new epoch), or a base (the owner writes its state as its next batch, then
+  tombstones every record before the start: stream/commit.py).
 
-Entries and rows are data records: each has a key of its own (its epoch, batch
-and place in the batch), so that compaction never drops one, and their order is
-the order in which the owner applied them. The local tables are a function of
-the committed data records in that order.
+Entries and rows are data records. Every record has a key of its own (a data
+record's: its epoch, batch and place in the batch; a mark's: its kind, epoch and
+batch, a fence's a random number), so that compaction never drops one that a
+tombstone did not, and their order is the order in which the owner applied them.
+The local tables are a function of the committed data records in that order.
 
 Read in log order from a consistent point, the committed records follow one rule:
 - accepted so far: epoch E and its last batch B;
@@ -30,15 +33,16 @@ Read in log order from a consistent point, the committed records follow one rule
   dropped;
 - any other fence or checkpoint is dropped (a replaced worker's, or a rival
   take-up that came second);
-- a start of an epoch above E waits for its epoch's checkpoint: then that
-  checkpoint is accepted and everything before the start is void (the state
-  read so far, and a reader's local store, is wiped). A fence or a checkpoint
-  of a higher epoch that comes first abandons it: its records are dropped.
+- a start of an epoch above E, or of epoch E and a batch above B, waits for
+  its checkpoint: then that checkpoint is accepted and everything before the
+  start is void (the state read so far, and a reader's local store, is wiped;
+  records of the start's epoch from before it are dropped). A fence or a
+  checkpoint of a higher epoch that comes first abandons it: its records are
+  dropped;
+- a tombstone (no value) is skipped.
 
 A worker takes a partition up by writing a fence and reading the log up to it:
-if the rule accepts its fence it owns the partition, with the state read. Each
-epoch's fence and checkpoints share one key, so a compacted topic keeps each
-epoch's last checkpoint.
+if the rule accepts its fence it owns the partition, with the state read.
 """
 
 from __future__ import annotations
