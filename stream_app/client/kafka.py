@@ -20,6 +20,10 @@ from ..settings import DEFAULTS, Settings, bootstrap_servers
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 ATTEMPT_SECONDS = 10.0  # the longest an admin request of ensure_topics waits for its answer
+# A compacted topic (the state's changelog) as the service creates it: compacted, and its
+# tombstones (a base's: docs/design.md) removed 10 minutes after the cleaner first saw
+# them, not the broker's day; no reader of the changelog needs one.
+COMPACTED = {"cleanup.policy": "compact", "delete.retention.ms": "600000"}
 
 
 class KafkaSecurityError(KafkaConnectionError):
@@ -161,7 +165,7 @@ class KafkaConnection:
         compacted: Iterable[str] = (), required: Iterable[str] = (),
     ) -> dict[str, int]:
         """Create the match, rating-changes and dead-letter topics if they are missing
-        (and `extra` ones, and `compacted` ones with cleanup.policy=compact), with the
+        (and `extra` ones, and `compacted` ones with the settings COMPACTED), with the
         broker's default replication (`replication_factor` -1, KIP-464: a cluster's
         `default.replication.factor`) unless told otherwise.
 
@@ -186,7 +190,7 @@ class KafkaConnection:
                 assignments = {} if replication_factor == -1 else None
                 response = await _retried(lambda: admin.create_topics(
                     [NewTopic(name, partitions, replication_factor, replica_assignments=assignments,
-                              topic_configs={"cleanup.policy": "compact"} if name in compacted else {})
+                              topic_configs=COMPACTED if name in compacted else {})
                      for name in missing]
                 ), deadline)
                 errors = _topic_errors(response)

@@ -36,6 +36,7 @@ from stream_app import kafka_broker
 from stream_app.stream import observe as metrics
 from stream_app.cli import build_parser
 from stream_app.cli.flags import settings_from
+from stream_app.client.kafka import COMPACTED
 from stream_app.leagues import LeagueConfig
 from stream_app.security import ENV as SECURITY_ENV
 from stream_app.security import KafkaSecurity
@@ -347,7 +348,7 @@ def test_compose_topic_job_creates_the_changelog_compacted(compose, monkeypatch)
     for topic, words in created.items():
         assert words[words.index("--partitions") + 1] == str(args.partitions), topic
         configs = [words[i + 1] for i, word in enumerate(words) if word == "--config"]
-        assert ("cleanup.policy=compact" in configs) == (topic in changelogs), topic
+        assert configs == ([f"{k}={v}" for k, v in COMPACTED.items()] if topic in changelogs else []), topic
 
 
 def test_compose_health_checks_and_start_order(compose, docker):

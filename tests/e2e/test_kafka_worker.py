@@ -8,12 +8,27 @@ from __future__ import annotations
 
 import asyncio
 
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from stream_app.client.kafka import COMPACTED
 from stream_app.leagues import LeagueConfig
 from tests.support.kafka import keyed, publish, read_all, topic_args
 from tests.support.leagues import (CONFIG, assert_same_history, assert_same_state, config_file, league_events,
                                    league_matches, match_counts, replay_with_event_ids)
 from tests.support.names import unique_name
 from tests.support.workers import WorkerProcess, assigned, wait_for
+
+
+async def topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        [resource] = response.resources
+        return {entry[0]: entry[1] for entry in resource[4]}
+    finally:
+        await admin.close()
 
 
 def test_a_worker_started_before_its_topics_exist_serves_the_replay(broker, tmp_path):
@@ -31,5 +46,7 @@ def test_a_worker_started_before_its_topics_exist_serves_the_replay(broker, tmp_
         assert_same_history(worker, ledger)
         changes = asyncio.run(read_all(broker.bootstrap, f"{prefix}.changes", 8, len(expected_ids), timeout=30, drain=True))
         assert {change["event_id"] for change in changes} == expected_ids
+        configs = asyncio.run(topic_configs(broker.bootstrap, f"{prefix}-state-changelog"))
+        assert {name: configs[name] for name in COMPACTED} == COMPACTED
     finally:
         worker.stop()
