@@ -136,9 +136,19 @@ def _cleaned(log: list[tuple[bytes, bytes | None]]) -> list[tuple[int, bytes, by
     return [(offset, key, value) for offset, (key, value) in enumerate(log) if last[key] == offset and value is not None]
 
 
+class _Records:
+    """A changelog partition's records as a take-up reads them (stream/commit.py's TopicReader)."""
+
+    def __init__(self, records: list[tuple[int, bytes, bytes]]):
+        self.records = records
+
+    async def read(self, topic: str, partition: int, start: int, end: int) -> Any:
+        yield [record for record in self.records if start <= record[0] < end]
+
+
 def corrections() -> dict[str, Any]:
     from stream_app.stream.changelog import ChangelogRule
-    from stream_app.stream.commit import FLUSH_RECORDS, store_committed
+    from stream_app.stream.commit import Committer
     from stream_app.stream.records import RecordHandler
     from stream_app.stream.store import LocalStore
     from stream_app.stream.tables import tables_for
@@ -157,16 +167,12 @@ def corrections() -> dict[str, Any]:
             keys = len(live) - 1  # the checkpoint aside
             log = broker.logs[(topic, 0)]
             cleaned = _cleaned(log)
-            # An empty directory takes the cleaned changelog up, as a take-up reads and stores it.
+            # An empty directory takes the cleaned changelog up: a take-up's reading and storing.
             empty = LocalStore(directory / "empty")
-            derive = RecordHandler(config, 1, "matches-by-league").derive
+            taker = Committer(empty, None, _Records(cleaned), topic, {}, tables_for(config),
+                              RecordHandler(config, 1, "matches-by-league").derive)
             started = time.perf_counter()
-            reader = ChangelogRule()
-            for offset, key, value in cleaned:  # as Committer.read_changelog stores them
-                reader.feed(offset, key, value)
-                if reader.wipe or len(reader.records) >= FLUSH_RECORDS:
-                    store_committed(empty, 0, reader, tables_for(config), derive)
-            store_committed(empty, 0, reader, tables_for(config), derive)
+            asyncio.run(taker.read_changelog(0, ChangelogRule(), len(log)))
             take_up = time.perf_counter() - started
             same = {k: v for k, v in empty.scan(0, b"") if k != CHECKPOINT_KEY} == \
                    {k: v for k, v in live.items() if k != CHECKPOINT_KEY}

@@ -176,11 +176,10 @@ def _checkpoint_payload(raw: bytes) -> tuple[dict[str, int], dict[str, int]]:
     return doc, {}
 
 
-def fence_record(epoch: int, nonce: int | None = None) -> tuple[bytes, bytes]:
+def fence_record(epoch: int) -> tuple[bytes, bytes]:
     """A take-up's fence. Two take-ups may fence with one epoch (the second loses): a
     random number in its key keeps each fence apart."""
-    nonce = random.getrandbits(64) if nonce is None else nonce
-    return mark_key(FENCE, epoch, nonce), b"F" + _MARK_HEAD.pack(epoch, 0)
+    return mark_key(FENCE, epoch, random.getrandbits(64)), b"F" + _MARK_HEAD.pack(epoch, 0)
 
 
 def start_record(epoch: int, batch: int = 1) -> tuple[bytes, bytes]:

@@ -107,8 +107,8 @@ class Committer:
     def __init__(self, store: LocalStore, sender: Sender, changelog: TopicReader, changelog_topic: str,
                  output_topics: dict[str, str], tables: Tables, derive: Derive, base_after: int = 0):
         self.store = store
-        # A partition whose changelog got at least this many data records since its last
-        # start, and as many as its local store has keys, gets a new base (0: never).
+        # A partition whose changelog holds at least this many records since its last
+        # start, and twice as many as its local store has keys, gets a new base (0: never).
         self.base_after = base_after
         self.derive = derive
         self.tables = tables  # the partitions' key space (the transaction knows tables by prefix only)
