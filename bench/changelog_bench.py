@@ -151,7 +151,7 @@ def corrections() -> dict[str, Any]:
     from stream_app.stream.commit import Committer
     from stream_app.stream.records import RecordHandler
     from stream_app.stream.store import LocalStore
-    from stream_app.stream.tables import tables_for
+    from stream_app.state.tables import tables_for
 
     records = _corrections_records()
     config = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')

@@ -155,7 +155,7 @@ def codeforces(every: int = 50) -> dict[str, Any] | None:
 def cost(matches: int, players: int = 100_000) -> dict[str, Any]:
     from bench.streamtools import batch_loop, two_player_records
     from stream_app.stream.changelog import DATA_START, row_of
-    from stream_app.stream.tables import TABLE_PREFIX
+    from stream_app.state.tables import TABLE_PREFIX
 
     records = two_player_records(matches, players)
     out: dict[str, Any] = {"matches": matches, "players": players}

@@ -52,9 +52,9 @@ from stream_app.stream import observe
 from stream_app.stream.observe import compiled_modules
 from stream_app import runtime
 from stream_app.stream.changelog import Checkpoint
-from stream_app.stream.league_tables import PartitionLeagues
+from stream_app.state.league_tables import PartitionLeagues
 from stream_app.stream.records import RecordHandler
-from stream_app.stream.tables import tables_for
+from stream_app.state.tables import tables_for
 from stream_app.stream.transaction import PartitionTransaction
 from stream_app.stream.store import LocalStore
 

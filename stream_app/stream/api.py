@@ -26,7 +26,7 @@ from . import observe
 from .openapi import served as openapi_document
 from .reads import Reads
 from .partitioner import league_partition
-from .tables import player_state
+from ..state.tables import player_state
 from .ui import ui_routes
 
 MAX_LEADERBOARD_LIMIT = 100_000

@@ -24,7 +24,7 @@ from .changelog import Checkpoint, StartedOver, input_fingerprint
 from .commit import TopicReader, Committer, Sender
 from .intake import Intake, Positions
 from .records import Outcome, RecordHandler, is_duplicate
-from .tables import JOBS, tables_for
+from ..state.tables import JOBS, tables_for
 from .transaction import PartitionTransaction
 from .store import LocalStore
 from .tasks import cancel

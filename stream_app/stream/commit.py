@@ -53,7 +53,8 @@ from .changelog import (CHECKPOINT, ENTRY, ROW, START, Checkpoint, ChangelogRule
                         checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of, start_record)
 from .partitioner import key_partition
 from .store import LocalStore
-from .transaction import PartitionTransaction, Tables
+from ..state.base import Tables
+from .transaction import PartitionTransaction
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from ..rating.history import history_entry
 from ..runtime import keep_survivors
 from ..standings import Standing, Standings
 from .partitioner import league_partition
-from .tables import (FINALS, HISTORY, KEY_SEP, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, final_key,
+from ..state.tables import (FINALS, HISTORY, KEY_SEP, LAST_TIME, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, final_key,
                      history_prefix, league_prefix, log_key, match_key, player_key, player_state, season_key, seq_of,
                      store_key)
 from .store import LocalStore
@@ -198,7 +198,7 @@ class Reads:
         if not self._kept:
             return
         for (table, key), value in overlay.items():
-            if table == PLAYERS:  # (a PlayerRecord: stream/tables.py PlayerCodec)
+            if table == PLAYERS:  # (a PlayerRecord: state/tables.py PlayerCodec)
                 league_key, _, name = key.partition(KEY_SEP)
                 kept = self._kept.get(league_key.decode())
                 if kept is None or value is None:

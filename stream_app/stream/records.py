@@ -21,9 +21,9 @@ from ..rating.applied import Applied, SeasonStarted
 from ..rating.errors import DuplicateMatch
 from ..rerate import Rerated, proceed
 from .commit import Output
-from .league_tables import PartitionLeagues
+from ..state.league_tables import PartitionLeagues
 from .partitioner import league_partition
-from .tables import entry_of, entry_payload
+from ..state.tables import entry_of, entry_payload
 from .transaction import PartitionTransaction
 
 log = logging.getLogger(__name__)

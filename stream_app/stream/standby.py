@@ -27,7 +27,7 @@ from .commit import FLUSH_RECORDS, Derive, holds, store_committed
 from .intake import RANGE_FETCH, KafkaTopicReader, true_ends
 from .store import LocalStore
 from .tasks import cancel
-from .transaction import Tables
+from ..state.base import Tables
 
 log = logging.getLogger(__name__)
 

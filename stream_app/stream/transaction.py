@@ -25,48 +25,17 @@ from __future__ import annotations
 import dataclasses
 
 from itertools import islice
-from typing import Any, Callable, Iterable, NamedTuple, Protocol
+from typing import Any, Callable, Iterable, NamedTuple
 
 import orjson
 
+from ..state.base import Tables
 from .changelog import Checkpoint, RecordWriter, checkpoint_record, input_fingerprint
 
 # Reads a committed value: store key -> bytes or None.
 Reader = Callable[[bytes], "bytes | None"]
 # Reads committed rows in order: (start, end) store keys -> (key, bytes) for start <= key < end.
 Scanner = Callable[[bytes, bytes], Iterable[tuple[bytes, bytes]]]
-
-class Codec(Protocol):
-    """How a table's values are stored: the transaction holds them decoded (the
-    domain's objects) and encodes each once, when its batch is committed."""
-
-    def encode(self, value: Any) -> bytes: ...
-
-    def decode(self, key: bytes, raw: bytes) -> Any:
-        """The value stored under `key` (the table's key, without its prefix)."""
-
-
-class Tables:
-    """The tables of a partition's key space, as the transaction needs them: each
-    table's key prefix (one byte), the tables whose committed values stay cached
-    between batches (the rest are cached within a batch only), and the codecs of
-    the tables whose values are not JSON as they are."""
-
-    def __init__(self, prefixes: dict[str, bytes], cached: frozenset[str], codecs: dict[str, Codec] | None = None):
-        self.prefixes = prefixes
-        self.table_of = {prefix: table for table, prefix in prefixes.items()}
-        self.cached = cached
-        self.codecs = dict(codecs or {})
-
-    def key(self, table: str, key: bytes) -> bytes:
-        return self.prefixes[table] + key
-
-    def encode(self, table: str, value: Any) -> bytes:
-        return self.codecs[table].encode(value) if table in self.codecs else orjson.dumps(value)
-
-    def decode(self, table: str, key: bytes, raw: bytes) -> Any:
-        return self.codecs[table].decode(key, raw) if table in self.codecs else orjson.loads(raw)
-
 
 # Per partition, the cache starts over when it holds this many entries, or when the
 # values put in it since it last started over took this many stored bytes (decoded,

@@ -10,7 +10,7 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.sample import two_player_league
 from stream_app.stream.changelog import Checkpoint
 from stream_app.stream.records import RecordHandler
-from stream_app.stream.tables import tables_for
+from stream_app.state.tables import tables_for
 from stream_app.stream.transaction import PartitionTransaction
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')

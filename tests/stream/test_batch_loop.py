@@ -17,7 +17,7 @@ from stream_app.stream import intake as intake_module
 from stream_app.stream import observe
 from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.reads import Reads
-from stream_app.stream.tables import player_state
+from stream_app.state.tables import player_state
 from stream_app.stream.store import LocalStore
 from stream_app.stream.batch_loop import BatchLoop
 from tests.support.memory import MemoryBroker

@@ -32,7 +32,7 @@ from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
 from stream_app.rating.history import history_entry
-from stream_app.stream.tables import (FINALS, HISTORY, LEAGUES, PLAYERS, SEASONS, TABLE_PREFIX, history_prefix,
+from stream_app.state.tables import (FINALS, HISTORY, LEAGUES, PLAYERS, SEASONS, TABLE_PREFIX, history_prefix,
                                      player_state, season_key, tables_for)
 from stream_app.stream.store import LocalStore
 from stream_app.stream.batch_loop import BatchLoop

@@ -26,7 +26,7 @@ from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.partitioner import league_partition
 from stream_app.stream.reads import Reads
 from stream_app.stream.store import LocalStore
-from stream_app.stream.tables import player_state
+from stream_app.state.tables import player_state
 from tests.support import corrections
 from tests.support.leagues import interleave
 from tests.support.memory import MemoryBroker

@@ -8,7 +8,7 @@ from stream_app.leagues import LeagueConfig
 from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
 from stream_app.stream.changelog import Checkpoint
-from stream_app.stream.tables import tables_for
+from stream_app.state.tables import tables_for
 from stream_app.stream.transaction import PartitionTransaction
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')
@@ -76,7 +76,7 @@ def test_dead_letters_leave_no_garbage_for_the_cyclic_collector():
 
 def test_a_player_record_is_stored_as_its_systems_state_dict_with_its_markers_and_read_back_equal():
     from stream_app.rating.records import PlayerRecord
-    from stream_app.stream.tables import PLAYERS, player_key
+    from stream_app.state.tables import PLAYERS, player_key
 
     config = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n[leagues."go"]\nalgorithm = "glicko2"\n')
     codec = tables_for(config).codecs[PLAYERS]

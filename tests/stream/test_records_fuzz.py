@@ -33,7 +33,7 @@ from stream_app.apply import apply_match
 from stream_app.stream.records import RecordHandler
 from stream_app.stream.changelog import ChangelogRule, Checkpoint
 from stream_app.stream.commit import apply_records
-from stream_app.stream.tables import tables_for
+from stream_app.state.tables import tables_for
 from stream_app.stream.transaction import PartitionTransaction
 
 CONFIG = LeagueConfig.from_toml("""

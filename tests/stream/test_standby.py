@@ -25,7 +25,7 @@ from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
 from stream_app.stream.standby import Standby
 from stream_app.stream.store import LocalStore
-from stream_app.stream.tables import PLAYERS, TABLE_PREFIX, player_state, tables_for
+from stream_app.state.tables import PLAYERS, TABLE_PREFIX, player_state, tables_for
 from tests.support.memory import MemoryBroker, StalledSender
 
 CONFIG = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')

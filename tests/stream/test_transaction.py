@@ -6,8 +6,9 @@ test_changelog.py."""
 import orjson
 
 from stream_app.stream.changelog import ENTRY, Checkpoint, ChangelogRule, row_of
-from stream_app.stream.tables import CACHED, MATCHES, PLAYERS, TABLE_PREFIX, store_key
-from stream_app.stream.transaction import PartitionTransaction, Tables
+from stream_app.state.tables import CACHED, MATCHES, PLAYERS, TABLE_PREFIX, store_key
+from stream_app.state.base import Tables
+from stream_app.stream.transaction import PartitionTransaction
 
 # The generic transaction: JSON values as they are (the worker's players table has a codec: tables_for).
 TABLES = Tables(TABLE_PREFIX, CACHED)

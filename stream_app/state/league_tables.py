@@ -1,6 +1,7 @@
-"""One partition's leagues in the worker's tables (stream/tables.py), as
-apply.apply reads and writes them (the `LeagueState` port of rating/ports.py): the
-tables' committed records plus the batch in progress (a PartitionTransaction).
+"""One partition's leagues in the domain's tables (state/tables.py), as apply.apply
+reads and writes them (the `LeagueState` port of rating/ports.py), over either
+backend of the storage port (state/base.py `Storage`): the stream's transaction
+(the committed records plus the batch in progress) or the replay's memory.
 """
 
 from __future__ import annotations
@@ -21,16 +22,16 @@ from ..rating.tiers import build_standings
 from .tables import (BOUNDARIES, FINALS, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, SNAPSHOTS, WORKING,
                      boundary_key, final_key, history_key, league_prefix, log_key, match_key, player_key, record_of,
                      season_key, snapshot_key, stored_record)
-from .transaction import PartitionTransaction
+from .base import Storage
 
 
 class PartitionLeagues:
-    """The leagues of one partition, as apply.apply reads and writes them: the
-    tables' committed records plus the batch in progress (PartitionTransaction)."""
+    """The leagues of one partition, as apply.apply reads and writes them, over the
+    storage port (the stream's transaction, the replay's memory)."""
 
     keeps_history = True  # the API serves it
 
-    def __init__(self, state: PartitionTransaction, config: LeagueConfig, boards: dict[str, Standings] | None = None):
+    def __init__(self, state: Storage, config: LeagueConfig, boards: dict[str, Standings] | None = None):
         self.state = state
         self.config = config
         self.keys: dict[str, bytes] = {}  # the keys of the players read last, built once per match
@@ -205,7 +206,7 @@ class StoredWorkingRecords:
     """A re-rate's working records in the WORKING table, read once and kept in memory
     for the part in progress; `flush` writes the ones set."""
 
-    def __init__(self, state: PartitionTransaction, league: str, system: RatingSystem):
+    def __init__(self, state: Storage, league: str, system: RatingSystem):
         self.state = state
         self.league = league
         self.system = system

@@ -16,7 +16,7 @@ from ..leagues import LeagueConfig
 from ..rating.applied import Applied
 from ..rating.log_rows import log_entry, match_from_log
 from ..rating.records import PlayerRecord
-from .transaction import Tables
+from .base import Tables
 
 # Tables: one key space per partition, each table's keys behind its own first byte.
 PLAYERS = "players"
