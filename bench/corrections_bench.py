@@ -65,9 +65,9 @@ def in_memory(config: LeagueConfig, docs: list[dict], command: dict) -> tuple[Le
     """The league replayed in memory, then the command applied: (ledger, re-rate seconds, outcome)."""
     ledger = Ledger(config)
     for doc in docs:
-        apply(config, ledger, parse_input(orjson.dumps(doc)))
+        apply(config, ledger.tables, parse_input(orjson.dumps(doc)))
     started = time.perf_counter()
-    done = apply(config, ledger, parse_input(orjson.dumps(command)))
+    done = apply(config, ledger.tables, parse_input(orjson.dumps(command)))
     return ledger, time.perf_counter() - started, done
 
 
@@ -133,11 +133,11 @@ def codeforces(every: int = 50) -> dict[str, Any] | None:
     ledger = Ledger(config)
     started = time.perf_counter()
     for item in items:
-        apply(config, ledger, item)
+        apply(config, ledger.tables, item)
     replay_s = time.perf_counter() - started
     middle = items[len(items) // 2]
     started = time.perf_counter()
-    done = apply(config, ledger, parse_input(orjson.dumps(void(middle.match_id, league))))
+    done = apply(config, ledger.tables, parse_input(orjson.dumps(void(middle.match_id, league))))
     rerate_s = time.perf_counter() - started
     rows = sum(len(rows) for rows in ledger.snapshot_rows.get(league, {}).values())
     participants = sum(len(item.participants) for item in items)

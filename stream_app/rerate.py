@@ -269,20 +269,3 @@ class _Rerating:
             self.state.put_snapshot(self.league, boundary, name, record)
         for change, record in zip(changes, records):
             self.working.set(change.player, record)
-
-
-class InMemoryWorkingRecords(dict):
-    """Working records in memory (the replay does a re-rate in one part)."""
-
-    def set(self, name: str, record: PlayerRecord | None) -> None:
-        self[name] = record
-
-    def flush(self) -> None:
-        pass
-
-    def names(self) -> list[str]:
-        return list(self)
-
-    def forget(self, names: list[str]) -> None:
-        self.clear()
-

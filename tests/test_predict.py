@@ -103,7 +103,7 @@ def test_the_rating_at_stake_is_what_applying_each_outcome_does(algorithm):
         applied = copy.deepcopy(ledger)
         parts = tuple(Participant(player, rank, team=str(n) if system.teams else None)
                       for n, (side, rank) in enumerate(zip(sides, ranks)) for player in side)
-        changes = apply(config, applied, Match("l", "to-come", parts)).changes
+        changes = apply(config, applied.tables, Match("l", "to-come", parts)).changes
         done = {change.player: change.after.rating - change.before.rating for change in changes}
         seen_by_second = {"win": "loss", "draw": "draw", "loss": "win"}[outcome]
         for player in sides[0]:

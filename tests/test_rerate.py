@@ -77,7 +77,7 @@ def test_a_void_gives_each_changed_player_one_correction_from_the_last_rating_pu
     docs = [result("1", "a", "b"), result("2", "b", "c"), result("3", "c", "a"), result("4", "d", "e")]
     ledger, events, _ = run(docs, config)
     published = {e["player"]: e["rating_after"] for e in events}
-    done = apply(config, ledger, parse_input(orjson.dumps(void("1"))))
+    done = apply(config, ledger.tables, parse_input(orjson.dumps(void("1"))))
     assert isinstance(done, Rerated) and done.revision == 1
     assert sorted(c.player for c in done.corrections) == ["a", "b", "c"]  # d and e never met them
     for c in done.corrections:
@@ -90,7 +90,7 @@ def test_a_void_gives_each_changed_player_one_correction_from_the_last_rating_pu
 def test_a_player_whose_only_match_is_voided_has_no_rating_and_a_0_match_correction():
     config = LeagueConfig.defaults()
     ledger, _, _ = run([result("1", "a", "b"), result("2", "b", "c")], config)
-    done = apply(config, ledger, parse_input(orjson.dumps(void("1"))))
+    done = apply(config, ledger.tables, parse_input(orjson.dumps(void("1"))))
     assert "a" not in ledger.leagues["chess"] and ledger.history("chess", "a") == []
     [event] = [e for e in correction_events(done.algorithm, "chess", "1", done.revision, done.corrections,
                                             config.system_for("chess").initial_state()) if e["player"] == "a"]
@@ -103,23 +103,23 @@ def test_commands_for_matches_not_applied_are_unknown_and_a_correction_that_chan
     ledger, _, _ = run([result("1", "a", "b")], config)
     for doc in (void("2"), void("1", league="go")):
         with pytest.raises(BadEvent) as caught:
-            apply(config, ledger, parse_input(orjson.dumps(doc)))
+            apply(config, ledger.tables, parse_input(orjson.dumps(doc)))
         assert caught.value.code == "unknown_match" and caught.value.field == "match_id"
     same = {"schema": "match-corrected.v1", "league": "chess", "match_id": "1", "reason": "retry",
             "participants": [{"player": "a", "rank": 1}, {"player": "b", "rank": 2}]}
     with pytest.raises(DuplicateMatch):
-        apply(config, ledger, parse_input(orjson.dumps(same)))
-    apply(config, ledger, parse_input(orjson.dumps(void("1"))))
+        apply(config, ledger.tables, parse_input(orjson.dumps(same)))
+    apply(config, ledger.tables, parse_input(orjson.dumps(void("1"))))
     with pytest.raises(BadEvent) as caught:
-        apply(config, ledger, parse_input(orjson.dumps(void("1"))))
+        apply(config, ledger.tables, parse_input(orjson.dumps(void("1"))))
     assert caught.value.code == "unknown_match" and "was voided" in caught.value.message
     with pytest.raises(DuplicateMatch):  # a voided match_id stays used
-        apply(config, ledger, parse_input(orjson.dumps(result("1", "a", "b"))))
+        apply(config, ledger.tables, parse_input(orjson.dumps(result("1", "a", "b"))))
     wrong = dict(same, participants=[{"player": "a", "rank": 1}, {"player": "b", "rank": 2}, {"player": "c", "rank": 3}],
                  match_id="x")
     ledger2, _, _ = run([result("x", "a", "b")], config)
     with pytest.raises(BadEvent) as caught:  # elo rates two players: the correction is refused as a result would be
-        apply(config, ledger2, parse_input(orjson.dumps(wrong)))
+        apply(config, ledger2.tables, parse_input(orjson.dumps(wrong)))
     assert caught.value.code == "system_rule"
 
 
@@ -144,7 +144,7 @@ def test_a_re_rate_starts_at_the_last_boundary_before_the_change():
     docs = [result(str(i), *rng.sample("abcdefgh", 2)) for i in range(100)]
     ledger, _, _ = run(docs, config)
     assert ledger.records["chess"]["boundary"] == [9, 90] and len(ledger.boundaries["chess"]) == 9
-    done = apply(config, ledger, parse_input(orjson.dumps(void("73"))))
+    done = apply(config, ledger.tables, parse_input(orjson.dumps(void("73"))))
     assert done.reapplied == 29  # results 70..99 but the voided one: boundary 7 opened at result 70
     expected, _, _ = run([d for d in docs if d["match_id"] != "73"], config)
     same_leagues(ledger, expected)
@@ -164,15 +164,15 @@ def test_a_re_rate_in_parts_ends_as_in_one(budget, seed):
     published = []
     for doc in docs:
         try:
-            done = apply(config, parts, parse_input(orjson.dumps(doc)), budget)
+            done = apply(config, parts.tables, parse_input(orjson.dumps(doc)), budget)
         except BadEvent:
             continue
         league = doc["league"]
         while done is None:
             stopped += 1
-            assert parts.jobs[league]["next"] is not None
-            done = proceed(config, parts, league, budget)
-        assert league not in parts.jobs
+            assert parts.tables.job(league)["next"] is not None
+            done = proceed(config, parts.tables, league, budget)
+        assert league not in parts.tables.jobs()
         if isinstance(done, Rerated):
             published += correction_events(done.algorithm, league, done.match_id, done.revision, done.corrections,
                                            config.system_for(league).initial_state())
@@ -193,7 +193,7 @@ def test_a_newcomer_after_a_boundary_writes_no_snapshot_row_and_a_re_rate_from_b
     assert ledger.since["chess"] == {"c": 1, "d": 1}  # the boundary each joined after
     # Match 4 is after boundary 1: the re-rate starts there, where c and d had no state yet
     # (they have no snapshot rows at all: their records say so).
-    done = apply(config, ledger, parse_input(orjson.dumps(void("4"))))
+    done = apply(config, ledger.tables, parse_input(orjson.dumps(void("4"))))
     assert isinstance(done, Rerated)
     expected, _, _ = run([*docs[:3], docs[4]], config)
     same_leagues(ledger, expected)

@@ -38,9 +38,10 @@ def write_history(ledger: Ledger, out: Any) -> None:
     """Every kept history entry as a JSON line {"league", "player", ...the entry}: by
     league and player in the order first rated, each player's oldest first."""
     write, dumps = out.write, orjson.dumps
-    for league, player in ledger.histories:
-        for entry in ledger.history(league, player):
-            write(dumps({"league": league, "player": player, **entry}) + b"\n")
+    for league, players in ledger.records_by_league().items():
+        for player in players:
+            for entry in ledger.history(league, player):
+                write(dumps({"league": league, "player": player, **entry}) + b"\n")
 
 
 def write_seasons(ledger: Ledger, out: Any) -> tuple[int, int]:
@@ -51,7 +52,7 @@ def write_seasons(ledger: Ledger, out: Any) -> tuple[int, int]:
     rows = ledger.final_standings()
     for row in rows:
         write(dumps(row) + b"\n")
-    ended = sum(1 for league in ledger.leagues for season in ledger.seasons(league) if "end" in season)
+    ended = sum(1 for league in ledger.league_names() for season in ledger.seasons(league) if "end" in season)
     return ended, len(rows)
 
 
@@ -97,7 +98,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         f"replay: {report.matches:,} matches applied, "
         + (f"{report.commands:,} voids and corrections applied ({report.rerates:,} re-rates), " if report.rerates else "")
         + f"{report.duplicates:,} duplicates skipped, "
-        f"{report.skipped:,} invalid lines skipped; {len(ledger.leagues):,} leagues, "
+        f"{report.skipped:,} invalid lines skipped; {len(ledger.league_names()):,} leagues, "
         f"{ledger.player_count:,} players; "
         + (f"{ended:,} ended seasons' final standings ({rows:,} rows) written to {args.seasons}; "
            if args.seasons else "")
@@ -240,7 +241,7 @@ def demo_offline(seed: int) -> int:
         print()
     print(
         f"demo: {report.matches:,} matches applied in {report.seconds:.2f} s; "
-        f"{ledger.player_count:,} players in {len(ledger.leagues)} leagues",
+        f"{ledger.player_count:,} players in {len(ledger.league_names())} leagues",
         file=sys.stderr,
     )
     return 0

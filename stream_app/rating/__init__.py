@@ -14,9 +14,9 @@ written once per player and boundary (when the player's state first changes
 after it), so that a re-rate starts at the last boundary before the first
 result it changes.
 
-Where the league's records live is up to the caller (`ports.LeagueState`): the
-replay keeps every league in memory (stream_app/offline/replay.py), the
-worker keeps one partition's leagues in its tables (stream_app/stream/).
+The league's records are read and written through `ports.LeagueState`, which
+stream_app/state/ implements once over two backends: the worker's transaction
+over RocksDB, the replay's memory.
 
 The modules, by job:
 - records.py: a player's stored record, and the markers the stores keep;

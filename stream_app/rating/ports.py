@@ -1,5 +1,6 @@
 """What the steps read and write (`ApplyTarget`), and all a league's records
-(`LeagueState`): the replay, a re-rate and the stream each implement them."""
+(`LeagueState`): `state.league_tables.PartitionLeagues` implements both, for the
+stream and the replay alike; a re-rate's view (rerate.py) the first."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .records import Entry, PlayerRecord
 
 
 class WorkingRecords(Protocol):
-    """The records a re-rate rebuilds, by player (LeagueState.working): a re-rate's, rerate.py."""
+    """The records a re-rate rebuilds, by player (LeagueState.working; rerate.py)."""
 
     def get(self, name: str) -> PlayerRecord | None: ...
 

@@ -15,7 +15,7 @@ Tiers = tuple[str | None, str | None]  # a player's tier before and after a chan
 @dataclass(slots=True)
 class PlayerRecord:
     """A player's stored record: the rating state, the time of their last match with
-    an occurred_at (inactivity is judged by it; the replay does not track it), the
+    an occurred_at (inactivity is judged by it), the
     boundary of the interval in which the state was last written, the boundary
     of the interval in which the player got their first state (before it they had
     none: no snapshot row needs to say so), and their match count when the league's

@@ -15,13 +15,12 @@ from ..leagues import LeagueConfig, LeagueRule
 from ..standings import Standings
 from ..rating.applied import Applied, SeasonStarted
 from ..rating.history import history_dropped
-from ..rating.log_rows import entry_from_log, log_entry
 from ..rating.records import ABSENT, Entry, PlayerRecord
 from ..rating.season_step import store_seasons
 from ..rating.tiers import build_standings
 from .tables import (BOUNDARIES, FINALS, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, SNAPSHOTS, WORKING,
                      boundary_key, final_key, history_key, league_prefix, log_key, match_key, player_key, record_of,
-                     season_key, snapshot_key, stored_record)
+                     season_key, snapshot_key)
 from .base import Storage
 
 
@@ -29,23 +28,36 @@ class PartitionLeagues:
     """The leagues of one partition, as apply.apply reads and writes them, over the
     storage port (the stream's transaction, the replay's memory)."""
 
-    keeps_history = True  # the API serves it
-
-    def __init__(self, state: Storage, config: LeagueConfig, boards: dict[str, Standings] | None = None):
+    def __init__(self, state: Storage, config: LeagueConfig, boards: dict[str, Standings] | None = None,
+                 keeps_history: bool = True):
         self.state = state
         self.config = config
-        self.keys: dict[str, bytes] = {}  # the keys of the players read last, built once per match
+        # Whether history entries are kept: the worker's API serves them; a replay keeps
+        # them with --history only (apply then builds none).
+        self.keeps_history = keeps_history
+        # Keys built once: each league's record key and key prefix; the keys of the match
+        # and the players read last (`save` writes them next).
+        self.league_keys: dict[str, tuple[bytes, bytes]] = {}
+        self.match_read: tuple[str, str, bytes] = ("", "", b"")
+        self.keys: dict[str, bytes] = {}
         # The standings of the partition's leagues with tiers, kept between batches by the
         # record handler (None: nothing published from here: a take-up, a standby).
         self.boards = boards
         self.rerating: set[str] = set()  # leagues whose re-rate is in progress (put_job keeps it)
 
     # -- applying at the end of the log ----------------------------------------------------
+    def _league_keys(self, league: str) -> tuple[bytes, bytes]:
+        keys = self.league_keys[league] = (league.encode(), league_prefix(league))
+        return keys
+
     def league(self, league: str) -> dict[str, Any] | None:
-        return self.state.get(LEAGUES, league.encode())
+        known = self.league_keys
+        return self.state.get(LEAGUES, (known[league] if league in known else self._league_keys(league))[0])
 
     def placed(self, league: str, match_id: str) -> dict[str, Any] | None:
-        return self.state.get(MATCHES, match_key(league, match_id))
+        key = match_key(league, match_id)
+        self.match_read = (league, match_id, key)
+        return self.state.get(MATCHES, key)
 
     def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
         get = self.state.get
@@ -65,14 +77,17 @@ class PartitionLeagues:
             self.put_snapshot(league, place.boundary, name, record)
         for change, record in zip(applied.changes, applied.records):
             name = change.player
-            key = keys.get(name)
-            put(PLAYERS, player_key(league, name) if key is None else key, record)
+            put(PLAYERS, keys[name] if name in keys else player_key(league, name), record)
+        known = self.league_keys
+        league_key, prefix = known[league] if league in known else self._league_keys(league)
         if place.new:
-            put(MATCHES, match_key(league, match.match_id), {"key": place.key.hex()})
-            put(LOG, log_key(league, place.key), log_entry(match))
+            read = self.match_read
+            same = read[0] == league and read[1] == match.match_id
+            put(MATCHES, read[2] if same else match_key(league, match.match_id), {"key": place.key.hex()})
+            put(LOG, prefix + place.key, match)
         if place.opened is not None:
             self.put_boundary(league, place.boundary, place.key, place.opened)
-        put(LEAGUES, league.encode(), applied.record)
+        put(LEAGUES, league_key, applied.record)
         for change, row in zip(applied.changes, applied.history):
             self.put_history(league, change.player, row)
 
@@ -110,7 +125,7 @@ class PartitionLeagues:
         for change, record in zip(started.changes, started.records):
             put(PLAYERS, player_key(league, change.player), record)
         if place.new and started.entry is not None:
-            put(LOG, log_key(league, place.key), log_entry(started.entry))
+            put(LOG, log_key(league, place.key), started.entry)
         put(LEAGUES, league.encode(), started.record)
         store_seasons(self, started)
 
@@ -143,11 +158,10 @@ class PartitionLeagues:
 
     def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Entry]]:
         prefix = league_prefix(league)
-        return [(key[len(prefix):], entry_from_log(league, entry))
-                for key, entry in self.state.scan(LOG, prefix + start, _after(prefix), limit)]
+        return [(key[len(prefix):], entry) for key, entry in self.state.scan(LOG, prefix + start, _after(prefix), limit)]
 
     def put_log(self, league: str, key: bytes, match: Entry | None) -> None:
-        self.state.put(LOG, log_key(league, key), None if match is None else log_entry(match))
+        self.state.put(LOG, log_key(league, key), match)
 
     def boundary(self, league: str, number: int) -> tuple[bytes, dict[str, Any]] | None:
         value = self.state.get(BOUNDARIES, boundary_key(league, number))
@@ -164,12 +178,13 @@ class PartitionLeagues:
         for key, raw in self.state.scan(SNAPSHOTS, boundary_key(league, first), _after(league_prefix(league)), raw=True):
             name = key[at:].decode()
             if name in names and name not in found:
+                # Stored bytes (decoded only for these players) or a value written in the batch.
                 value = orjson.loads(raw) if type(raw) is bytes else raw
-                found[name] = None if value == ABSENT else record_of(value, system)
+                found[name] = value if type(value) is PlayerRecord else None if value == ABSENT else record_of(value, system)
         return found
 
     def put_snapshot(self, league: str, number: int, player: str, record: PlayerRecord | None) -> None:
-        self.state.put(SNAPSHOTS, snapshot_key(league, number, player), ABSENT if record is None else stored_record(record))
+        self.state.put(SNAPSHOTS, snapshot_key(league, number, player), ABSENT if record is None else record)
 
     def forget_snapshots(self, league: str, after: int) -> None:
         end = _after(league_prefix(league))
@@ -216,8 +231,8 @@ class StoredWorkingRecords:
     def get(self, name: str) -> PlayerRecord | None:
         if name in self.records:
             return self.records[name]
-        raw = self.state.get(WORKING, player_key(self.league, name))
-        record = self.records[name] = None if raw is None or raw == ABSENT else record_of(raw, self.system)
+        value = self.state.get(WORKING, player_key(self.league, name))
+        record = self.records[name] = value if type(value) is PlayerRecord else None  # (None or ABSENT: none)
         return record
 
     def set(self, name: str, record: PlayerRecord | None) -> None:
@@ -227,7 +242,7 @@ class StoredWorkingRecords:
     def flush(self) -> None:
         for name in self.changed:
             record = self.records[name]
-            self.state.put(WORKING, player_key(self.league, name), ABSENT if record is None else stored_record(record))
+            self.state.put(WORKING, player_key(self.league, name), ABSENT if record is None else record)
         self.changed.clear()
 
     def names(self) -> list[str]:

@@ -14,8 +14,8 @@ from ..engine import Match, RatingSystem
 from ..inputs import SEP
 from ..leagues import LeagueConfig
 from ..rating.applied import Applied
-from ..rating.log_rows import log_entry, match_from_log
-from ..rating.records import PlayerRecord
+from ..rating.log_rows import entry_from_log, log_entry, match_from_log
+from ..rating.records import ABSENT, Entry, PlayerRecord
 from .base import Tables
 
 # Tables: one key space per partition, each table's keys behind its own first byte.
@@ -38,9 +38,12 @@ CACHED = frozenset((PLAYERS, LEAGUES))
 
 
 def tables_for(config: LeagueConfig) -> Tables:
-    """The worker's tables: the players' values are PlayerRecords (PlayerCodec), the
-    rest JSON values as they are."""
-    return Tables(TABLE_PREFIX, CACHED, codecs={PLAYERS: PlayerCodec(config)})
+    """The domain's tables: the players' values are PlayerRecords (PlayerCodec), the
+    snapshot rows' and working records' a PlayerRecord or ABSENT (MarkedRecordCodec),
+    the log's its entries (LogCodec); the rest JSON values as they are."""
+    marked = MarkedRecordCodec(config)
+    return Tables(TABLE_PREFIX, CACHED,
+                  codecs={PLAYERS: PlayerCodec(config), SNAPSHOTS: marked, WORKING: marked, LOG: LogCodec()})
 
 
 def store_key(table: str, key: bytes) -> bytes:
@@ -139,11 +142,41 @@ class PlayerCodec:
         return orjson.dumps(stored_record(record))
 
     def decode(self, key: bytes, raw: bytes) -> PlayerRecord:
-        league = key[:key.index(KEY_SEP)].decode()
-        return record_of(orjson.loads(raw), self.config.system_for(league))
+        return record_of(orjson.loads(raw), self.config.system_for(league_of(key)))
 
 
 KEY_SEP = SEP.encode()  # between a league and the rest of a key
+
+
+def league_of(key: bytes) -> str:
+    """The league of a table's key (every key starts with its league)."""
+    return key[:key.index(KEY_SEP)].decode()
+
+
+class MarkedRecordCodec:
+    """A snapshot row's or a working record's value: a PlayerRecord, or ABSENT (the
+    player had no record then), stored as stored_record or as ABSENT's JSON."""
+
+    def __init__(self, config: LeagueConfig):
+        self.config = config
+
+    def encode(self, value: PlayerRecord | int) -> bytes:
+        return orjson.dumps(stored_record(value) if type(value) is PlayerRecord else ABSENT)
+
+    def decode(self, key: bytes, raw: bytes) -> PlayerRecord | int:
+        value = orjson.loads(raw)
+        return ABSENT if value == ABSENT else record_of(value, self.config.system_for(league_of(key)))
+
+
+class LogCodec:
+    """The log's values: an Entry (a result, or a season started by command), stored as
+    its log row (rating/log_rows.py), which names no league: the key does."""
+
+    def encode(self, entry: Entry) -> bytes:
+        return orjson.dumps(log_entry(entry))
+
+    def decode(self, key: bytes, raw: bytes) -> Entry:
+        return entry_from_log(league_of(key), orjson.loads(raw))
 
 
 def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:

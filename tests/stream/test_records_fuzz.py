@@ -314,7 +314,7 @@ def test_grammar_documents_are_applied_or_dead_lettered(docs):
                 assert type(p.rank) is int and 1 <= p.rank <= 1_000_000_000
                 assert p.score is None or math.isfinite(p.score)
             try:
-                changes = apply_match(CONFIG, Ledger(CONFIG), direct).changes
+                changes = apply_match(CONFIG, Ledger(CONFIG).tables, direct).changes
             except BadEvent as exc:
                 assert exc.code == "system_rule", exc
             else:

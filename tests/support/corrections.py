@@ -252,7 +252,7 @@ def run(docs: list[dict], config: LeagueConfig) -> tuple[Ledger, list[dict], lis
     for doc in docs:
         try:
             item = parse_input(orjson.dumps(doc))
-            done = apply(config, ledger, item)
+            done = apply(config, ledger.tables, item)
         except BadEvent as exc:
             refused.append(exc)
             continue
