@@ -61,7 +61,7 @@ class RecordHandler:
             return outcome
         state.note_offset(topic, offset)
         payload = value if value is not None else b""
-        state.savepoint(journal=True)
+        saved = False  # whether this record's savepoint is set: a refusal before it has nothing to undo
         try:
             item = parse_input(payload)
             league = item.league
@@ -74,8 +74,10 @@ class RecordHandler:
                 outcome.forwarded = True
                 outcome.outputs.append(Output("forward", league.encode(), payload))
                 return outcome
-            if isinstance(item, Match) and not self._in_order(league):
-                state.savepoint(journal=False)  # appended, never re-rated: its writes come after every check
+            # A result appended at the end of its league writes only once every check has
+            # passed and it is rated: nothing to undo. Anything else may fail half way.
+            state.savepoint(journal=not isinstance(item, Match) or self._in_order(league))
+            saved = True
             done = apply(self.config, self._leagues(state), item, self.rerate_part)
             if isinstance(done, SeasonStarted):
                 state.record_written()  # every player's record: as rows
@@ -93,11 +95,13 @@ class RecordHandler:
                 state.record_written()
                 self._rerated(league, done, outcome)
         except BadEvent as exc:
-            state.rollback()
+            if saved:
+                state.rollback()
             outcome.dead_letter = _detached(exc)
             outcome.outputs.append(_dead_letter_output(exc, key, payload, topic, partition, offset))
         except Exception as failure:  # a bug or an input the engine cannot handle: never crash the worker
-            state.rollback()  # nothing of a record half applied stays
+            if saved:
+                state.rollback()  # nothing of a record half applied stays
             self._leagues(state).forget_all_standings()  # (a refusal comes before any change: a failure may not)
             log.exception("record %s:%s:%s could not be applied", topic, partition, offset)
             error = BadEvent("internal_error", f"event: could not be applied ({type(failure).__name__}: {failure})")

@@ -86,3 +86,20 @@ def test_a_player_record_is_stored_as_its_systems_state_dict_with_its_markers_an
         stored = orjson.loads(raw)
         assert stored["last_occurred"] == 1.5 and stored["snap"] == 3 and stored["season_base"] == 4
         assert codec.decode(player_key(league, "p1"), raw) == record
+
+
+def test_a_record_refused_before_it_writes_leaves_the_records_before_it_in_the_batch():
+    """One savepoint per record, set once the record is parsed: a refusal before it
+    (an unparsable line) undoes nothing of the batch, not even a void's re-rate just
+    before it, whose savepoint kept a journal."""
+    handler = RecordHandler(CONFIG, 1, FORWARD)
+    state = fresh()
+    second = LINE.replace(b'"match_id":"1"', b'"match_id":"2"')
+    for offset, line in enumerate((LINE, second)):
+        handler.handle(state, TOPIC, 0, offset, b"chess", line)
+    void = orjson.dumps({"schema": "match-voided.v1", "league": "chess", "match_id": "1", "reason": "annulled"})
+    rerated = handler.handle(state, TOPIC, 0, 2, b"chess", void)
+    assert rerated.rerated is not None and state.journal  # the void's writes, undoable until the next savepoint
+    before = dict(state.overlay)
+    refused = handler.handle(state, TOPIC, 0, 3, b"chess", b"{not json")
+    assert refused.dead_letter is not None and state.overlay == before
