@@ -1,5 +1,7 @@
-"""Reading Kafka: the input of the partitions a worker owns, read with its own
-aiokafka consumer, and the changelog's partitions (`KafkaTopicReader`).
+"""Every Kafka read of the worker: the input of the partitions it owns, read with
+its own aiokafka consumer (`Intake`), and the changelog's partitions
+(`KafkaTopicReader`: a take-up's read, the checks of what a log still holds, a
+standby's following).
 
 Faust decides which worker owns which partitions (its consumer group, its
 tables and their recovery); the match results of those partitions are then
@@ -22,7 +24,7 @@ import logging
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import OffsetOutOfRangeError
@@ -422,3 +424,34 @@ class KafkaTopicReader:
 
     async def first_records(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], Any]:
         return await first_records(self.options, wanted, self.timeout)
+
+    async def follow(self, topic: str,
+                     starts: dict[int, int]) -> AsyncGenerator[tuple[dict[int, list[Any]], dict[int, int | None]], None]:
+        """These partitions of `topic` read from these offsets on as they grow (a
+        standby's changelogs): each round, the records fetched by partition (aiokafka's)
+        and each partition's end (None: not known yet). A partition that ends below
+        where its reading stands started over (StartedOver). Close it with
+        contextlib.aclosing: its consumer stops then."""
+        consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="none",
+                                    **{**RANGE_FETCH, "fetch_max_wait_ms": 200}, **self.options)
+        await consumer.start()
+        try:
+            tps = {TopicPartition(topic, p): p for p in starts}
+            consumer.assign(list(tps))
+            positions = dict(starts)
+            for tp, p in tps.items():
+                consumer.seek(tp, positions[p])
+            while True:
+                fetched = await consumer.getmany(timeout_ms=500)
+                short = [tp for tp, p in tps.items()
+                         if (end := consumer.highwater(tp)) is not None and end < positions[p]]
+                for tp, end in (await true_ends(consumer, short) if short else {}).items():
+                    if end < positions[tps[tp]]:
+                        raise StartedOver(f"changelog partition {tps[tp]} ends at {end}, below {positions[tps[tp]]}")
+                records = {tps[tp]: chunk for tp, chunk in fetched.items()}
+                for p, chunk in records.items():
+                    if chunk:
+                        positions[p] = chunk[-1].offset + 1
+                yield records, {p: consumer.highwater(tp) for tp, p in tps.items()}
+        finally:
+            await consumer.stop()

@@ -17,14 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import aclosing
 from typing import Any
-
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from . import observe
 from .changelog import ChangelogRule, StartedOver
 from .commit import FLUSH_RECORDS, Derive, holds, store_committed
-from .intake import RANGE_FETCH, KafkaTopicReader, true_ends
+from .intake import KafkaTopicReader
 from .store import LocalStore
 from .tasks import cancel
 from ..state.base import Tables
@@ -98,39 +97,33 @@ class Standby:
             store_committed(self.store, p, reader, self.tables, self.derive)
             stored[p], flushed[p] = reader.checkpoint.changelog, time.monotonic()
 
-        consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="none",
-                                    **{**RANGE_FETCH, "fetch_max_wait_ms": 200}, **self.options)
-        await consumer.start()
         try:
-            tps = {TopicPartition(self.topic, p): p for p in partitions}
-            consumer.assign(list(tps))
-            for tp, p in tps.items():
-                consumer.seek(tp, readers[p].position)
-            while True:
-                fetched = await consumer.getmany(timeout_ms=500)
-                short = [tp for tp, p in tps.items()
-                         if (end := consumer.highwater(tp)) is not None and end < readers[p].position]
-                for tp, end in (await true_ends(consumer, short) if short else {}).items():
-                    if end < readers[tps[tp]].position:
-                        raise StartedOver(f"standby changelog partition {tps[tp]} ends at {end}, "
-                                          f"below {readers[tps[tp]].position}")
-                for tp, records in fetched.items():
-                    reader = readers[tps[tp]]
-                    for r in records:
-                        reader.feed(r.offset, r.key, r.value)
-                    self.records += len(records)
-                    observe.STANDBY_RECORDS.inc(len(records))
-                now = time.monotonic()
-                for p, reader in readers.items():
-                    if reader.checkpoint.changelog != stored[p] and (
-                            len(reader.records) >= FLUSH_RECORDS or now - flushed[p] >= FLUSH_SECONDS):
-                        flush(p)
-                ends = [(consumer.highwater(tp), stored[p]) for tp, p in tps.items()]
-                self.behind = None if any(end is None for end, _ in ends) else sum(
-                    max(0, end - checkpoint - 1) for end, checkpoint in ends)
-                observe.STANDBY_BEHIND.set(-1 if self.behind is None else self.behind)
+            async with aclosing(changelog.follow(self.topic, {p: readers[p].position for p in partitions})) as rounds:
+                async for fetched, ends in rounds:
+                    for p, records in fetched.items():
+                        reader = readers[p]
+                        for r in records:
+                            reader.feed(r.offset, r.key, r.value)
+                        self.records += len(records)
+                        observe.STANDBY_RECORDS.inc(len(records))
+                    now = time.monotonic()
+                    for p, reader in readers.items():
+                        if reader.checkpoint.changelog != stored[p] and (
+                                len(reader.records) >= FLUSH_RECORDS or now - flushed[p] >= FLUSH_SECONDS):
+                            flush(p)
+                    self.behind = _behind(ends, stored)
+                    observe.STANDBY_BEHIND.set(-1 if self.behind is None else self.behind)
         finally:
             for p, reader in readers.items():  # keep what was read: a take-up starts from there
                 if reader.checkpoint.changelog != stored[p]:
                     flush(p)
-            await consumer.stop()
+
+
+def _behind(ends: dict[int, int | None], stored: dict[int, int]) -> int | None:
+    """Changelog records past the local checkpoints (None: an end not known yet)."""
+    behind = 0
+    for p, end in ends.items():
+        if end is None:
+            return None
+        behind += max(0, end - stored[p] - 1)
+    return behind

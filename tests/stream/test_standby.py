@@ -20,7 +20,8 @@ from stream_app.settings import Settings
 from stream_app.stream import standby as standby_module
 from stream_app.stream.batch_loop import BatchLoop
 from stream_app.stream.commit import Fenced
-from stream_app.stream.intake import InputRecord, Intake
+from stream_app.stream import intake as intake_module
+from stream_app.stream.intake import InputRecord, Intake, KafkaTopicReader
 from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
 from stream_app.stream.standby import Standby
@@ -40,8 +41,23 @@ def inputs(partition: int, count: int = 60) -> list[InputRecord]:
     return [InputRecord(TOPIC, partition, i, doc["league"].encode(), orjson.dumps(doc), 1000) for i, doc in enumerate(docs)]
 
 
+class MemoryTopicReader(KafkaTopicReader):
+    """The worker's changelog reader over the broker's logs: its own reads and checks the
+    broker's, its following (KafkaTopicReader.follow) the worker's code over MemoryConsumer."""
+
+    def __init__(self, memory: MemoryBroker):
+        super().__init__({})
+        self.memory = memory
+
+    def read(self, topic, partition, start, end):
+        return self.memory.read(topic, partition, start, end)
+
+    async def first_records(self, wanted):
+        return await self.memory.first_records(wanted)
+
+
 class MemoryConsumer:
-    """What Standby uses of aiokafka's consumer, over the broker's logs (fetches of 5 records)."""
+    """What KafkaTopicReader.follow uses of aiokafka's consumer, over the broker's logs (fetches of 5 records)."""
 
     def __init__(self, memory: MemoryBroker):
         self.memory, self.at = memory, {}
@@ -84,8 +100,8 @@ def memory(monkeypatch) -> MemoryBroker:
         memory.consumers += 1
         return MemoryConsumer(memory)
 
-    monkeypatch.setattr(standby_module, "AIOKafkaConsumer", consumer)
-    monkeypatch.setattr(standby_module, "KafkaTopicReader", lambda options: memory)
+    monkeypatch.setattr(intake_module, "AIOKafkaConsumer", consumer)  # (the follower's, KafkaTopicReader.follow)
+    monkeypatch.setattr(standby_module, "KafkaTopicReader", lambda options: MemoryTopicReader(memory))
     monkeypatch.setattr(standby_module, "FLUSH_SECONDS", 0.0)
     monkeypatch.setattr(standby_module, "RETRY_SECONDS", 0.01)
     return memory
