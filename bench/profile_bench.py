@@ -55,7 +55,7 @@ from stream_app.stream.changelog import Checkpoint
 from stream_app.state.league_tables import PartitionLeagues
 from stream_app.stream.records import RecordHandler
 from stream_app.state.tables import tables_for
-from stream_app.stream.transaction import PartitionTransaction
+from stream_app.stream.commit import transaction
 from stream_app.stream.store import LocalStore
 
 from .streamtools import ROOT, compiled_copy
@@ -77,8 +77,7 @@ class Run:
     def __init__(self, config: LeagueConfig, directory: Path):
         self.config = config
         self.store = LocalStore(directory)
-        self.state = PartitionTransaction(0, Checkpoint(), lambda key: self.store.get(0, key), tables_for(config),
-                                          lambda start, end: self.store.scan_range(0, start, end))
+        self.state = transaction(self.store, 0, Checkpoint(), tables_for(config))  # (the worker's)
         self.handler = RecordHandler(config, 1, "forward")
         self.tally = observe.Tally(config)
         self.seconds = dict.fromkeys(("input", *STAGES[3:]), 0.0)

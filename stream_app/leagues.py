@@ -144,11 +144,12 @@ class LeagueConfig:
         return cls.from_toml(text, str(path))
 
     def rule_for(self, league: str) -> LeagueRule:
-        rule = self._cache.get(league)
-        if rule is None:
-            rule = next((r for r in self.rules if fnmatch.fnmatchcase(league, r.pattern)), self.default)
-            if len(self._cache) < 100_000:
-                self._cache[league] = rule
+        cache = self._cache
+        if league in cache:  # (`in`, not a call: the calls a match makes are counted)
+            return cache[league]
+        rule = next((r for r in self.rules if fnmatch.fnmatchcase(league, r.pattern)), self.default)
+        if len(cache) < 100_000:
+            cache[league] = rule
         return rule
 
     def system_for(self, league: str) -> RatingSystem:

@@ -88,8 +88,10 @@ class PartitionLeagues:
         if place.opened is not None:
             self.put_boundary(league, place.boundary, place.key, place.opened)
         put(LEAGUES, league_key, applied.record)
-        for change, row in zip(applied.changes, applied.history):
-            self.put_history(league, change.player, row)
+        if applied.history:
+            history_max = self.config.options_for(league).history_max
+            for change, row in zip(applied.changes, applied.history):
+                self._put_history(league, change.player, row, history_max)
 
     def league_players(self, league: str, system: RatingSystem) -> list[tuple[str, PlayerRecord]]:
         prefix = league_prefix(league)
@@ -143,9 +145,12 @@ class PartitionLeagues:
                 self.state.put(table, key, None)
 
     def put_history(self, league: str, player: str, row: list[Any]) -> None:
+        self._put_history(league, player, row, self.config.options_for(league).history_max)
+
+    def _put_history(self, league: str, player: str, row: list[Any], history_max: int | None) -> None:
         seq = row[0]
         self.state.put(HISTORY, history_key(league, player, seq), row)
-        dropped = history_dropped(seq, self.config.options_for(league).history_max)
+        dropped = history_dropped(seq, history_max)
         if dropped is not None:
             self.state.put(HISTORY, history_key(league, player, dropped), None)
 

@@ -107,21 +107,29 @@ class PartitionTransaction:
 
     def get(self, table: str, key: bytes) -> Any:
         item = (table, key)
-        # Most keys a match reads are not in the overlay: a default beats a KeyError raised and caught.
-        value = self.overlay.get(item, _MISSING)
-        return self.committed_value(item) if value is _MISSING else value
+        # The overlay, then what was read before (`in`, not a call: the calls a match
+        # makes are counted, docs/performance.md), then the store.
+        overlay = self.overlay
+        if item in overlay:
+            return overlay[item]
+        read = self.cache if table in self.tables.cached else self.reads
+        if item in read:
+            return read[item]
+        return self._read(item)
 
     def committed_value(self, item: tuple[str, bytes]) -> Any:
         """The value of a (table, key) as of the last checkpoint (None: none)."""
-        cached = item[0] in self.tables.cached
-        value = (self.cache if cached else self.reads).get(item, _MISSING)
-        if value is _MISSING:
-            raw = self.read(self.tables.prefixes[item[0]] + item[1])
-            value = None if raw is None else self.tables.decode(item[0], item[1], raw)
-            if cached:
-                self._cache(item, value, 0 if raw is None else len(raw))
-            else:
-                _remember(self.reads, item, value)
+        read = self.cache if item[0] in self.tables.cached else self.reads
+        return read[item] if item in read else self._read(item)
+
+    def _read(self, item: tuple[str, bytes]) -> Any:
+        """A committed value from the store, decoded and kept."""
+        raw = self.read(self.tables.prefixes[item[0]] + item[1])
+        value = None if raw is None else self.tables.decode(item[0], item[1], raw)
+        if item[0] in self.tables.cached:
+            self._cache(item, value, 0 if raw is None else len(raw))
+        else:
+            _remember(self.reads, item, value)
         return value
 
     def _cache(self, item: tuple[str, bytes], value: Any, size: int) -> None:
@@ -276,9 +284,24 @@ class PartitionTransaction:
     def checkpointed(self, checkpoint: Checkpoint) -> None:
         """The batch is committed: the overlay is now the committed state."""
         self.checkpoint = checkpoint
-        cache = self._cache
-        for item, value, size in self.to_cache:
-            cache(item, value, size)
+        # The batch's cached values, in one pass under `_cache`'s bounds (a start over
+        # at most, before them): its loop, not a call per value.
+        cache, to_cache = self.cache, self.to_cache[-CACHE_LIMIT:]
+        new = added = 0
+        for item, _, size in to_cache:
+            if item not in cache:
+                new += 1
+            added += size
+        if added > CACHE_BYTES:  # more than the whole cache holds (a season's start): value by value
+            for item, value, size in to_cache:
+                self._cache(item, value, size)
+        else:
+            if len(cache) + new > CACHE_LIMIT or self.cache_bytes + added > CACHE_BYTES:
+                cache.clear()
+                self.cache_bytes = 0
+            for item, value, _ in to_cache:
+                cache[item] = value
+            self.cache_bytes += added
         self.to_cache = []
         self.overlay.clear()
         self.recorded = []

@@ -149,3 +149,24 @@ def test_a_table_with_a_codec_holds_decoded_values_and_encodes_each_once_at_its_
     # A changelog row comes as stored: decoded into the overlay.
     state.put_stored(store_key(PLAYERS, b"l\x1fb"), b"b=7")
     assert state.get(PLAYERS, b"l\x1fb") == ("b", 7)
+
+
+def test_a_committed_batch_starts_the_cache_over_only_when_its_new_keys_leave_no_room(monkeypatch):
+    from stream_app.stream import transaction as transaction_module
+
+    monkeypatch.setattr(transaction_module, "CACHE_LIMIT", 4)
+    state = PartitionTransaction(0, Checkpoint(epoch=1), lambda key: None, TABLES)
+
+    def commit(*names: bytes) -> None:
+        for name in names:
+            state.put(PLAYERS, b"l\x1f" + name, {"rating": 1.0})
+        _, _, after = state.checkpoint_writes()
+        state.local_values()
+        state.checkpointed(after)
+
+    commit(b"a", b"b", b"c")
+    assert len(state.cache) == 3
+    commit(b"a", b"b", b"c")  # the same keys again: they replace their values, nothing starts over
+    assert sorted(key for _, key in state.cache) == [b"l\x1fa", b"l\x1fb", b"l\x1fc"]
+    commit(b"d", b"e")  # five keys would not fit: the batch's two start the cache anew
+    assert sorted(key for _, key in state.cache) == [b"l\x1fd", b"l\x1fe"]
