@@ -170,7 +170,7 @@ def corrections() -> dict[str, Any]:
             # An empty directory takes the cleaned changelog up: a take-up's reading and storing.
             empty = LocalStore(directory / "empty")
             taker = Committer(empty, None, _Records(cleaned), topic, {}, tables_for(config),
-                              RecordHandler(config, 1, "matches-by-league").derive)
+                              RecordHandler(config, 1, "matches-by-league").deriver)
             started = time.perf_counter()
             asyncio.run(taker.read_changelog(0, ChangelogRule(), len(log)))
             take_up = time.perf_counter() - started

@@ -47,7 +47,7 @@ class BatchLoop:
         self.handler = RecordHandler(config, settings.partitions, settings.forward_topic, settings.rerate_part)
         outputs = {"change": settings.changes_topic, "dead_letter": settings.dlq_topic, "forward": settings.forward_topic}
         # What a take-up needs to make the tables again from the changelog (a standby's too).
-        self.deriving = (tables_for(config), self.handler.derive)
+        self.deriving = (tables_for(config), self.handler.deriver)
         self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs, *self.deriving,
                                    base_after=settings.base_after)
         self.tally = observe.Tally(config)

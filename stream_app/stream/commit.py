@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 # by measurement").
 FLUSH_RECORDS = 2_000
 # Makes a changelog entry's local writes again, through the transaction (the domain's: stream/records.py).
-Derive = Callable[[PartitionTransaction, memoryview], None]
+Derive = Callable[[PartitionTransaction], Callable[[memoryview], None]]  # an entry's writes, made again into it
 # Event-loop turns the producer gets to put the outputs on the wire before the
 # records are built (the CPU-bound part of a commit): consumers see a batch's events
 # sooner, most of all after a re-rate (they are sent before its checkpoint either way).
@@ -423,8 +423,9 @@ def store_committed(store: LocalStore, partition: int, reader: ChangelogRule, ta
 def apply_records(state: PartitionTransaction, records: Iterable[tuple[int, memoryview]], derive: Derive) -> None:
     """Committed changelog records, in order, as local writes: a row as it is, an
     entry through the domain."""
+    entry = derive(state)
     for kind, payload in records:
         if kind == ENTRY:
-            derive(state, payload)
+            entry(payload)
         else:
             state.put_stored(*row_of(payload))

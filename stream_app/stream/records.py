@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Callable
 
 import orjson
 
@@ -144,16 +145,22 @@ class RecordHandler:
         outcome.rerated = done
         self._publish(done, outcome)
 
-    def derive(self, state: PartitionTransaction, payload: bytes | memoryview) -> None:
-        """Make a changelog entry's local writes again (a take-up, a standby): the match
-        saved with the states recorded after it, through the path that applied it."""
-        match, after = entry_of(payload)
-        system = self.config.system_for(match.league)
-        done = apply_match(self.config, PartitionLeagues(state, self.config), match,
-                           outcome=[system.state_from_dict(data) for data in after])
-        if not isinstance(done, Applied):  # the league's late_results changed since: it would re-rate
-            raise RuntimeError(f"changelog entry of match {match.match_id!r} in league {match.league!r} no longer "
-                               "goes at the end of its league (has the league's configuration changed?)")
+    def deriver(self, state: PartitionTransaction) -> Callable[[bytes | memoryview], None]:
+        """How a changelog entry's local writes are made again into this transaction (a
+        take-up, a standby): the match saved with the states recorded after it, through
+        the path that applied it. One per transaction: its leagues' keys are built once."""
+        config = self.config
+        leagues = PartitionLeagues(state, config)  # (no standings: nothing is published from here)
+
+        def derive(payload: bytes | memoryview) -> None:
+            match, after = entry_of(payload)
+            system = config.system_for(match.league)
+            done = apply_match(config, leagues, match, outcome=[system.state_from_dict(data) for data in after])
+            if not isinstance(done, Applied):  # the league's late_results changed since: it would re-rate
+                raise RuntimeError(f"changelog entry of match {match.match_id!r} in league {match.league!r} no "
+                                   "longer goes at the end of its league (has the league's configuration changed?)")
+
+        return derive
 
     def take_up(self, state: PartitionTransaction) -> None:
         """A partition taken up: the re-rates it has in progress; its standings are built again when needed."""

@@ -116,7 +116,7 @@ def changelog_says(broker: MemoryBroker, config: LeagueConfig = CONFIG) -> dict[
     start into an empty store."""
     with tempfile.TemporaryDirectory() as directory:
         store = LocalStore(Path(directory))
-        derive = RecordHandler(config, PARTITIONS, SETTINGS.forward_topic).derive
+        derive = RecordHandler(config, PARTITIONS, SETTINGS.forward_topic).deriver
         for partition in range(PARTITIONS):
             reader = ChangelogRule()
             for offset, key, value in broker.records(CHANGELOG, partition):
@@ -147,7 +147,7 @@ def made_again(broker: MemoryBroker, partition: int, end: int, directory: Path) 
     for offset, key, value in broker.records(CHANGELOG, partition):
         if offset < end:
             reader.feed(offset, key, value)
-    store_committed(store, partition, reader, tables_for(CONFIG), RecordHandler(CONFIG, PARTITIONS, SETTINGS.forward_topic).derive)
+    store_committed(store, partition, reader, tables_for(CONFIG), RecordHandler(CONFIG, PARTITIONS, SETTINGS.forward_topic).deriver)
     rows = dict(store.scan(partition, b""))
     store.close()
     return rows

@@ -226,7 +226,7 @@ class Harness:
             self.reader.feed(self.reader.position, *record)
         committed, at, _ = self.reader.take()
         again = PartitionTransaction(0, at, self.restored.get, tables_for(CONFIG), scanner(self.restored))
-        apply_records(again, committed, HANDLER.derive)
+        apply_records(again, committed, HANDLER.deriver)
         written(self.restored, again.local_values())
         assert self.restored == {k: v for k, v in self.store.items()}
         return result

@@ -132,7 +132,7 @@ async def pair(memory, tmp_path):
     """An owner (a worker with its own store) and a standby on another store, deriving
     entries' local writes as a worker does (stream/records.py); stopped at the end."""
     store = LocalStore(tmp_path / "standby")
-    standby = Standby(store, {}, CHANGELOG, tables_for(CONFIG), RecordHandler(CONFIG, 2, SETTINGS.forward_topic).derive)
+    standby = Standby(store, {}, CHANGELOG, tables_for(CONFIG), RecordHandler(CONFIG, 2, SETTINGS.forward_topic).deriver)
     yield worker(LocalStore(tmp_path / "owner"), memory), store, standby
     await standby.stop()
 
