@@ -12,6 +12,7 @@ appear in a process listing.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 import sys
@@ -91,6 +92,22 @@ def port(text: str) -> int:
     if value > 65535:
         raise argparse.ArgumentTypeError(f"must be a TCP port, 1 to 65535 (got {value})")
     return value
+
+
+def writable(*paths: str | None) -> None:
+    """Raise what writing each of these files would raise (a missing directory, a
+    directory in the way, no permission), before a long run writes them at its end.
+    None and "-" (stdout) pass."""
+    for path in paths:
+        if path in (None, "-"):
+            continue
+        target = Path(path)  # type: ignore[arg-type]
+        if target.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if not target.parent.is_dir():
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        if not os.access(target if target.exists() else target.parent, os.W_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
 
 
 def league_config(path: str | None) -> LeagueConfig:

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from ..offline.replay import Ledger, ReplayError, replay
-from .flags import FILE_ERROR, REFUSED, USAGE, Problems, command, exit_statuses, league_config, shown
+from .flags import FILE_ERROR, REFUSED, USAGE, Problems, command, exit_statuses, league_config, shown, writable
 
 
 def leaderboard_rows(players: dict[str, dict[str, Any]], limit: int) -> list[tuple[int, str, dict[str, Any]]]:
@@ -57,6 +57,7 @@ def write_seasons(ledger: Ledger, out: Any) -> tuple[int, int]:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    writable(args.output, args.history, args.seasons, args.metrics_json)  # before the replay, not after it
     ledger = Ledger(league_config(args.config), keep_history=bool(args.history))
     problems = Problems(args.quiet)
     accuracy = None
@@ -143,6 +144,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from ..offline.plot import draw
 
+    writable(args.output)
     draw(args.input, league_config(args.config), args.league, args.output, top=args.top, players=args.player)
     return 0
 
@@ -164,6 +166,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from ..offline.tune import Range, Tuner, candidates, load_league, search
 
     try:
+        writable(args.output)  # before the trials, not after them
         ranges = [Range.parse(text) for text in args.param]
         config = league_config(args.config)
         league, items, invalid = load_league(args.input, args.league)

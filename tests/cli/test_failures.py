@@ -6,6 +6,7 @@ the installed command (what aiokafka logs, and says at exit, only shows there)."
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +166,14 @@ def test_the_installed_command_says_no_more_than_its_lines_and_nothing_at_exit()
             f"ratings {name}: cannot connect to {nothing_there} ({nothing_there[8:]}: Connection refused)",
             "  Is a broker running there? Start one with `ratings broker`, or name yours with --broker or "
             "RATINGS_BROKER."], err
+
+
+@pytest.mark.parametrize("flag", ["-o", "--history", "--seasons", "--metrics-json"])
+def test_a_replay_refuses_a_file_it_could_not_write_before_it_reads_its_input(flag, files, tmp_path):
+    """The input is a pipe nobody writes to: reading it would wait for ever. The replay
+    must name the file it could not write first, at once."""
+    pipe = tmp_path / "input"
+    os.mkfifo(pipe)
+    done = subprocess.run([sys.executable, "-m", "stream_app.cli", "replay", "-i", str(pipe), flag, files["unwritable"]],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert_said(done.returncode, done.stderr, FILE_ERROR, f"ratings replay: {files['unwritable']}: No such file or directory")
