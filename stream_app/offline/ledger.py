@@ -35,6 +35,7 @@ class Ledger:
         # The standings of leagues with tiers are kept up to date, as the worker does.
         self.tables = PartitionLeagues(self.memory, self.config, boards={}, keeps_history=keep_history)
         self.keeps_history = keep_history
+        self.views: dict[str, tuple[int, Any]] = {}  # name -> (the tables' writes then, the view)
         self.applied = 0
         self.duplicates = 0
         self.rerates = 0
@@ -89,11 +90,22 @@ class Ledger:
     def records_by_league(self) -> dict[str, dict[str, PlayerRecord]]:
         """{league: {player: record}}: every league (in the order of its first write), its
         players in the order they were first rated."""
+        return self._view("records_by_league", self._records_by_league)
+
+    def _records_by_league(self) -> dict[str, dict[str, PlayerRecord]]:
         found: dict[str, dict[str, PlayerRecord]] = {league: {} for league in self.league_names()}
         for key, record in self.memory.items(PLAYERS):
             league, _, player = key.partition(_SEP)
             found[league.decode()][player.decode()] = record
         return found
+
+    def _view(self, name: str, build: Callable[[], Any]) -> Any:
+        """What `build` makes of the tables, made again only after a write (the views below
+        are read in loops, player by player)."""
+        kept = self.views.get(name)
+        if kept is None or kept[0] != self.memory.writes:
+            kept = self.views[name] = (self.memory.writes, build())
+        return kept[1]
 
     def history(self, league: str, player: str) -> list[dict[str, Any]]:
         """The player's history entries, oldest first (`keep_history` only)."""
@@ -129,29 +141,47 @@ class Ledger:
     # -- views of the tables by league, built when asked (tests, the demo) ---------------------
     @property
     def leagues(self) -> dict[str, dict[str, PlayerState]]:
+        return self._view("leagues", self._leagues)
+
+    def _leagues(self) -> dict[str, dict[str, PlayerState]]:
         return {league: {player: record.state for player, record in players.items()}
                 for league, players in self.records_by_league().items()}
 
     @property
     def records(self) -> dict[str, dict[str, Any]]:
-        return {league: self.tables.league(league) for league in self.league_names()}
+        return self._view("records", self._records)
+
+    def _records(self) -> dict[str, dict[str, Any]]:
+        return {key.decode(): record for key, record in self.memory.items(LEAGUES)}
 
     @property
     def season_rows(self) -> dict[str, list[dict[str, Any]]]:
+        return self._view("season_rows", self._season_rows)
+
+    def _season_rows(self) -> dict[str, list[dict[str, Any]]]:
         return {league: rows for league in self.league_names() if (rows := self.seasons(league))}
 
     @property
     def last_times(self) -> dict[str, dict[str, float]]:
+        return self._view("last_times", self._last_times)
+
+    def _last_times(self) -> dict[str, dict[str, float]]:
         return {league: {player: record.last_time for player, record in players.items() if record.last_time is not None}
                 for league, players in self.records_by_league().items()}
 
     @property
     def since(self) -> dict[str, dict[str, int]]:
+        return self._view("since", self._since)
+
+    def _since(self) -> dict[str, dict[str, int]]:
         return {league: {player: record.since for player, record in players.items() if record.since}
                 for league, players in self.records_by_league().items()}
 
     @property
     def histories(self) -> dict[tuple[str, str], dict[int, list[Any]]]:
+        return self._view("histories", self._histories)
+
+    def _histories(self) -> dict[tuple[str, str], dict[int, list[Any]]]:
         """{(league, player): {seq: row}}: players in the order first rated."""
         found = {}
         for league, players in self.records_by_league().items():
@@ -163,11 +193,17 @@ class Ledger:
 
     @property
     def finals(self) -> dict[tuple[str, int], list[list[Any]]]:
+        return self._view("finals", self._all_finals)
+
+    def _all_finals(self) -> dict[tuple[str, int], list[list[Any]]]:
         return {(league, number): rows for league in self.league_names()
                 for number in range(1, len(self.seasons(league)) + 1) if (rows := self._finals(league, number))}
 
     @property
     def boundaries(self) -> dict[str, dict[int, tuple[bytes, dict[str, Any]]]]:
+        return self._view("boundaries", self._boundaries)
+
+    def _boundaries(self) -> dict[str, dict[int, tuple[bytes, dict[str, Any]]]]:
         found: dict[str, dict[int, tuple[bytes, dict[str, Any]]]] = {}
         for key, value in self.memory.items(BOUNDARIES):
             league, _, number = key.partition(_SEP)
@@ -177,6 +213,9 @@ class Ledger:
 
     @property
     def snapshot_rows(self) -> dict[str, dict[int, dict[str, PlayerRecord | None]]]:
+        return self._view("snapshot_rows", self._snapshot_rows)
+
+    def _snapshot_rows(self) -> dict[str, dict[int, dict[str, PlayerRecord | None]]]:
         found: dict[str, dict[int, dict[str, PlayerRecord | None]]] = {}
         for key, value in self.memory.scan(SNAPSHOTS, b"", b"\xff"):
             league, _, rest = key.partition(_SEP)

@@ -22,12 +22,14 @@ class MemoryPartition:
         self.values: dict[str, dict[bytes, Any]] = {table: {} for table in tables.prefixes}
         self.sorted: dict[str, list[bytes]] = {}  # table -> its keys in order, while no key came or went
         self.stale: dict[str, bool] = dict.fromkeys(tables.prefixes, False)
+        self.writes = 0  # puts so far: what was built from the tables is out of date once it moves
 
     def get(self, table: str, key: bytes) -> Any:
         values = self.values[table]
         return values[key] if key in values else None  # (no call: the replay's calls a match are counted)
 
     def put(self, table: str, key: bytes, value: Any) -> None:
+        self.writes += 1
         values = self.values[table]
         if value is None:
             if key in values:

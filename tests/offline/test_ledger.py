@@ -189,3 +189,15 @@ def test_the_observer_sees_each_result_applied_with_the_states_before_it():
             expected.append((m.match_id, [states_now.get(p.player) for p in m.participants]))
             states_now.update((p.player, ledger.state("chess", p.player).to_dict()) for p in m.participants)
     assert seen == expected and seen[0][1] == [None, None]  # newcomers have no state before
+
+
+def test_the_views_by_league_are_built_once_and_again_after_any_write_even_one_not_through_the_ledger():
+    from stream_app.apply import apply
+
+    ledger = Ledger(LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n'))
+    ledger.apply(Match("chess", "1", (Participant("a", 1), Participant("b", 2))))
+    first = ledger.leagues
+    assert ledger.leagues is first and set(first["chess"]) == {"a", "b"}  # read in loops: not built again
+    apply(ledger.config, ledger.tables, Match("chess", "2", (Participant("c", 1), Participant("a", 2))))
+    assert set(ledger.leagues["chess"]) == {"a", "b", "c"} and ledger.records["chess"]["matches"] == 2
+    assert ledger.leagues["chess"]["a"].matches == 2
