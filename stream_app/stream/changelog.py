@@ -92,8 +92,8 @@ class Checkpoint:
     changelog: int = -1
     fingerprints: dict[str, int] = field(default_factory=dict)  # input topic -> its last applied record's
     # Kept locally only (when to write a base, and what to clean after it): the changelog's
-    # records the state stands on, from the last start on (the start, committed data
-    # records, accepted marks), and the offset below which this worker cleaned it.
+    # records from the last start on, every one the cleaner keeps (the ones the rule
+    # drops too), and the offset below which this worker cleaned it.
     written: int = 0
     cleaned: int = 0
 
@@ -236,11 +236,18 @@ class ChangelogRule:
         self.wipe = False  # a start completed since the last take: the state before it is void
         self.fenced = 0  # data records and marks of replaced workers dropped
         self.accepted = 0  # fences and checkpoints accepted
+        # Records read (tombstones aside), in all, at the last accepted mark, and before the
+        # pending start: the checkpoint's `written` counts every record the log holds since
+        # its last start, the ones the rule drops too (a killed owner's batch never
+        # completed, a stale fence): the cleaner keeps those as long as the others.
+        self.read = self.read_at_accept = 0
+        self.read_before_start = 0
 
     def feed(self, offset: int, key: bytes, value: bytes | None) -> None:
         self.position = offset + 1
         if value is None:  # a tombstone: its key's records are before a base, which voids them
             return
+        self.read += 1
         kind = value[0]
         epoch, batch = _MARK_HEAD.unpack_from(value, 1)
         if kind == ENTRY or kind == ROW or kind == OLD_ROW:
@@ -258,21 +265,21 @@ class ChangelogRule:
                 return
             self._abandon_start(epoch)
             self._accept(offset, epoch, current.batch, current.offsets, current.fingerprints, ours=0,
-                         counted=current.written)
+                         written=current.written + self.read - self.read_at_accept)
         elif kind == CHECKPOINT:
             if epoch < current.epoch or (epoch == current.epoch and batch <= current.batch):
                 self.fenced += 1
                 return
-            start, counted = self.start, current.written
+            start, written = self.start, current.written + self.read - self.read_at_accept
             if start is not None and epoch == start[0] and batch >= start[1]:
                 # A start completed: its records are the whole state.
                 self.records, self.wipe, self.start = [], True, None
                 self.waiting = [waiting for waiting in self.waiting if waiting[:2] >= start]
-                counted = 1  # the start
+                written = self.read - self.read_before_start  # from the start on
             else:
                 self._abandon_start(epoch)
             self._accept(offset, epoch, batch, *_checkpoint_payload(value[1 + _MARK_HEAD.size:]), ours=batch,
-                         counted=counted)
+                         written=written)
         elif kind == START:
             # A write-back's start has an epoch above the accepted one, a base's the
             # owner's epoch and a later batch.
@@ -281,6 +288,7 @@ class ChangelogRule:
                 return
             self._abandon_start(epoch)
             self.start = (epoch, batch)
+            self.read_before_start = self.read - 1
         else:
             raise ValueError(f"changelog record at offset {offset}: unknown kind {value[:1]!r}")
 
@@ -292,12 +300,11 @@ class ChangelogRule:
             self.waiting = [waiting for waiting in self.waiting if waiting[0] != start[0] or waiting[1] < start[1]]
 
     def _accept(self, offset: int, epoch: int, batch: int, offsets: dict[str, int], fingerprints: dict[str, int],
-                ours: int, counted: int) -> None:
-        """A fence (ours=0) or a checkpoint of `batch` (ours=batch) of `epoch`; `counted`:
-        the records since the last start before these."""
+                ours: int, written: int) -> None:
+        """A fence (ours=0) or a checkpoint of `batch` (ours=batch) of `epoch`; `written`:
+        the records since the last start, this mark included."""
         still: list[tuple[int, int, bytes, bytes | None]] = []
         records = self.records
-        committed = len(records)
         for waiting in self.waiting:
             record_epoch, record_batch, value, before = waiting
             if record_epoch == epoch and record_batch <= ours:
@@ -308,8 +315,9 @@ class ChangelogRule:
                 records.append((ROW, memoryview(before)[DATA_START:]))
             # else: its batch never completed, dropped
         self.waiting = still
-        self.checkpoint = Checkpoint(epoch, batch, dict(offsets), offset, dict(fingerprints),
-                                     counted + len(records) - committed + 1, self.checkpoint.cleaned)
+        self.checkpoint = Checkpoint(epoch, batch, dict(offsets), offset, dict(fingerprints), written,
+                                     self.checkpoint.cleaned)
+        self.read_at_accept = self.read
         self.accepted += 1
 
     def take(self) -> tuple[list[tuple[int, memoryview]], Checkpoint, bool]:

@@ -351,3 +351,19 @@ def test_records_before_a_base_that_the_cleaner_left_do_not_count():
     records, checkpoint, wipe = reader.take()
     assert wipe and rows_of(records) == {b"pa": 1, b"pb": 4}
     assert (checkpoint.epoch, checkpoint.batch) == (1, 4)
+
+
+def test_records_the_rule_drops_count_since_the_last_start_as_the_cleaner_keeps_them():
+    """A killed owner's batch that never completed, and a take-up's stale fence, are
+    dropped by the rule but kept by the cleaner (keys of their own): they count toward a
+    base as much as the records that hold the state."""
+    log = [fence_record(1), row_record(1, 1, b"pa", j(1)), checkpoint_record(1, 1, {TOPIC: 0}),
+           row_record(1, 2, b"pa", j(2)), row_record(1, 2, b"pb", j(3)),  # batch 2: its owner was killed
+           fence_record(1),  # an empty directory's first fence: stale
+           fence_record(2), row_record(2, 2, b"pb", j(4)), checkpoint_record(2, 2, {TOPIC: 1})]
+    reader = ChangelogRule()
+    for offset, (key, value) in enumerate(log):
+        reader.feed(offset, key, value)
+    records, checkpoint, _ = reader.take()
+    assert rows_of(records) == {b"pa": 1, b"pb": 4} and reader.fenced == 1
+    assert checkpoint.written == len(log)
