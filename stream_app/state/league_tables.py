@@ -15,7 +15,7 @@ from ..leagues import LeagueConfig, LeagueRule
 from ..standings import Standings
 from ..rating.applied import Applied, SeasonStarted
 from ..rating.history import history_dropped
-from ..rating.records import ABSENT, Entry, PlayerRecord
+from ..rating.records import ABSENT, VOIDED, Entry, PlayerRecord
 from ..rating.season_step import store_seasons
 from ..rating.tiers import build_standings
 from .tables import (BOUNDARIES, FINALS, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, SNAPSHOTS, WORKING,
@@ -57,7 +57,8 @@ class PartitionLeagues:
     def placed(self, league: str, match_id: str) -> dict[str, Any] | None:
         key = match_key(league, match_id)
         self.match_read = (league, match_id, key)
-        return self.state.get(MATCHES, key)
+        place = self.state.get(MATCHES, key)  # (an order key, or VOIDED: tables.PlaceCodec)
+        return place if place is None or type(place) is not bytes else {"key": place.hex()}
 
     def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
         get = self.state.get
@@ -83,7 +84,7 @@ class PartitionLeagues:
         if place.new:
             read = self.match_read
             same = read[0] == league and read[1] == match.match_id
-            put(MATCHES, read[2] if same else match_key(league, match.match_id), {"key": place.key.hex()})
+            put(MATCHES, read[2] if same else match_key(league, match.match_id), place.key)
             put(LOG, prefix + place.key, match)
         if place.opened is not None:
             self.put_boundary(league, place.boundary, place.key, place.opened)
@@ -159,7 +160,7 @@ class PartitionLeagues:
         self.state.put(LEAGUES, league.encode(), record)
 
     def put_placed(self, league: str, match_id: str, place: dict[str, Any]) -> None:
-        self.state.put(MATCHES, match_key(league, match_id), place)
+        self.state.put(MATCHES, match_key(league, match_id), bytes.fromhex(place["key"]) if "key" in place else VOIDED)
 
     def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Entry]]:
         prefix = league_prefix(league)

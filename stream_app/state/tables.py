@@ -15,7 +15,7 @@ from ..inputs import SEP
 from ..leagues import LeagueConfig
 from ..rating.applied import Applied
 from ..rating.log_rows import entry_from_log, log_entry, match_from_log
-from ..rating.records import ABSENT, Entry, PlayerRecord
+from ..rating.records import ABSENT, VOIDED, Entry, PlayerRecord
 from .base import Tables
 
 # Tables: one key space per partition, each table's keys behind its own first byte.
@@ -40,10 +40,11 @@ CACHED = frozenset((PLAYERS, LEAGUES))
 def tables_for(config: LeagueConfig) -> Tables:
     """The domain's tables: the players' values are PlayerRecords (PlayerCodec), the
     snapshot rows' and working records' a PlayerRecord or ABSENT (MarkedRecordCodec),
-    the log's its entries (LogCodec); the rest JSON values as they are."""
+    the log's its entries (LogCodec), the matches' their order keys or VOIDED
+    (PlaceCodec); the rest JSON values as they are."""
     marked = MarkedRecordCodec(config)
-    return Tables(TABLE_PREFIX, CACHED,
-                  codecs={PLAYERS: PlayerCodec(config), SNAPSHOTS: marked, WORKING: marked, LOG: LogCodec()})
+    return Tables(TABLE_PREFIX, CACHED, codecs={PLAYERS: PlayerCodec(config), SNAPSHOTS: marked, WORKING: marked,
+                                                LOG: LogCodec(), MATCHES: PlaceCodec()})
 
 
 def store_key(table: str, key: bytes) -> bytes:
@@ -166,6 +167,20 @@ class MarkedRecordCodec:
     def decode(self, key: bytes, raw: bytes) -> PlayerRecord | int:
         value = orjson.loads(raw)
         return ABSENT if value == ABSENT else record_of(value, self.config.system_for(league_of(key)))
+
+
+class PlaceCodec:
+    """A match's place in its league's log: held as its order key (bytes), or VOIDED,
+    stored as {"key": hex} or VOIDED's JSON. Bytes, not a dict a match: the replay
+    holds one for every match it applied, and the cyclic collector goes through every
+    dict it holds (bytes it skips)."""
+
+    def encode(self, value: bytes | dict[str, Any]) -> bytes:
+        return orjson.dumps({"key": value.hex()} if type(value) is bytes else value)
+
+    def decode(self, key: bytes, raw: bytes) -> bytes | dict[str, Any]:
+        value = orjson.loads(raw)
+        return bytes.fromhex(value["key"]) if "key" in value else VOIDED
 
 
 class LogCodec:
