@@ -270,18 +270,22 @@ class Committer:
         self.on_commit(state.partition, state.overlay)
         state.checkpointed(after)
         observe.CHECKPOINTS.inc()
-        if self.base_after and after.written >= self.base_after and self._base_due(state.partition, after.written):
+        # The records the changelog holds from the point this worker last cleaned it to: those
+        # of a base whose tombstones never went (its owner killed between the two, or the
+        # state taken up onto an empty directory, which knows of no cleaning) count too.
+        held = after.changelog + 1 - after.cleaned
+        if self.base_after and held >= self.base_after and self._base_due(state.partition, held):
             await self.write_base(state)
 
     # -- bases -------------------------------------------------------------------------
-    def _base_due(self, partition: int, written: int) -> bool:
-        """Whether the partition's changelog since its last start (its base, and the
-        records after it) holds twice as many records as its local store has keys. The
-        keys are counted again only when the last count says so: a count reads them all."""
+    def _base_due(self, partition: int, held: int) -> bool:
+        """Whether the partition's changelog holds twice as many records as its local store
+        has keys. The keys are counted again only when the last count says so: a count
+        reads them all."""
         keys = self._keys.get(partition)
-        if keys is None or written >= 2 * keys:
+        if keys is None or held >= 2 * keys:
             keys = self._keys[partition] = self.store.count(partition)
-        return written >= 2 * keys
+        return held >= 2 * keys
 
     async def write_base(self, state: PartitionTransaction) -> None:
         """The owner's committed state as the changelog's new base, between two batches:

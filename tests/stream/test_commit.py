@@ -769,6 +769,9 @@ async def test_a_crash_between_a_base_and_its_tombstones_loses_nothing_and_the_n
         assert {p: store.checkpoint(p).changelog for p in log}[partition] >= based_at.changelog
     while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
         await worker.apply_batch(batch)
+    # The records left before the crashed base count toward the next one (from the point
+    # last cleaned on): it came by itself, with the inputs applied since.
+    assert store.checkpoint(partition).cleaned > based_at.changelog
     await worker.take_up(set(range(PARTITIONS)))
     await worker.finish_rerates()
     await worker.committer.write_base(worker.partitions[partition])  # the next base, come early
