@@ -24,8 +24,8 @@ class Settings:
     batch_max: int = 2000  # input records taken at once
     batch_max_bytes: int = 512 * 1024  # input applied between two checkpoints
     rerate_part: int = 200_000  # participant results a re-rate applies between two checkpoints
-    # A partition's changelog gets a new base once it holds this many records since its
-    # last start, and twice as many as the local store has keys (0: never; docs/design.md).
+    # A partition's changelog gets a new base once it holds this many records past its
+    # last cleaning, and twice as many as the local store has keys (0: never; docs/design.md).
     base_after: int = 10_000
     batch_wait: float = 0.1  # longest wait for input when there is none (s)
     # How long the broker may hold a fetch of input that has not arrived yet (s). Kafka

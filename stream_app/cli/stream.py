@@ -375,10 +375,10 @@ _WORKER_FLAGS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
      "participant results a re-rate (after a void, a correction or a late result) applies between two "
      "checkpoints [RATINGS_RERATE_PART] (default %(default)s); the league's partition waits for the whole re-rate"),
     ("--base-after", count,
-     "changelog records of a partition since its last base, at least, before the worker writes its whole state "
-     "there as a new base and tombstones the records before it [RATINGS_BASE_AFTER] (default %(default)s; also "
-     "at least as many as its local store has keys; 0: never: on the embedded broker, which compacts nothing, "
-     "bases only add records)"),
+     "changelog records of a partition past its last cleaning, at least, before the worker writes its whole "
+     "state there as a new base and tombstones the records before it [RATINGS_BASE_AFTER] (default %(default)s; "
+     "also at least twice as many as its local store has keys; 0: never: on the embedded broker, which compacts "
+     "nothing, bases only add records)"),
     ("--session-timeout", positive_seconds,
      "seconds after which the group gives a silent worker's partitions to others [RATINGS_SESSION_TIMEOUT] "
      "(default %(default)s); most of a failover's time"),
