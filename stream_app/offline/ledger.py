@@ -19,7 +19,7 @@ from ..seasons import archive_entry, sorted_final
 from ..state.league_tables import PartitionLeagues
 from ..state.memory import MemoryPartition
 from ..state.tables import (BOUNDARIES, FINALS, HISTORY, LEAGUES, PLAYERS, SNAPSHOTS, history_prefix,
-                            season_key, seq_of, tables_for)
+                            prefix_end, season_key, seq_of, tables_for)
 
 _SEP = SEP.encode()
 
@@ -113,7 +113,7 @@ class Ledger:
 
     def _history_rows(self, league: str, player: str) -> list[tuple[bytes, list[Any]]]:
         prefix = history_prefix(league, player)
-        return self.memory.scan(HISTORY, prefix, _after(prefix))
+        return self.memory.scan(HISTORY, prefix, prefix_end(prefix))
 
     def snapshot(self) -> dict[str, dict[str, dict[str, Any]]]:
         """{league: {player: {rating, matches, ...extras}}}: the replay output."""
@@ -132,7 +132,7 @@ class Ledger:
 
     def _finals(self, league: str, number: int) -> list[list[Any]]:
         prefix = season_key(league, number)
-        return [row for _, row in self.memory.scan(FINALS, prefix, _after(prefix))]
+        return [row for _, row in self.memory.scan(FINALS, prefix, prefix_end(prefix))]
 
     @property
     def player_count(self) -> int:
@@ -222,8 +222,3 @@ class Ledger:
             rows = found.setdefault(league.decode(), {}).setdefault(int.from_bytes(rest[:8], "big"), {})
             rows[rest[8:].decode()] = value if isinstance(value, PlayerRecord) else None
         return found
-
-
-def _after(prefix: bytes) -> bytes:
-    """The first key above every key with this prefix."""
-    return prefix[:-1] + bytes([prefix[-1] + 1])

@@ -20,7 +20,7 @@ from ..rating.season_step import store_seasons
 from ..rating.tiers import build_standings
 from .tables import (BOUNDARIES, FINALS, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, SNAPSHOTS, WORKING,
                      boundary_key, final_key, history_key, league_prefix, log_key, match_key, player_key, record_of,
-                     season_key, snapshot_key)
+                     prefix_end, season_key, snapshot_key)
 from .base import Storage
 
 
@@ -96,7 +96,7 @@ class PartitionLeagues:
 
     def league_players(self, league: str, system: RatingSystem) -> list[tuple[str, PlayerRecord]]:
         prefix = league_prefix(league)
-        return [(key[len(prefix):].decode(), record) for key, record in self.state.scan(PLAYERS, prefix, _after(prefix))]
+        return [(key[len(prefix):].decode(), record) for key, record in self.state.scan(PLAYERS, prefix, prefix_end(prefix))]
 
     def standings(self, league: str, rule: LeagueRule) -> Standings | None:
         boards = self.boards
@@ -118,7 +118,7 @@ class PartitionLeagues:
 
     def seasons(self, league: str) -> list[dict[str, Any]]:
         prefix = league_prefix(league)
-        return [row for _, row in self.state.scan(SEASONS, prefix, _after(prefix))]
+        return [row for _, row in self.state.scan(SEASONS, prefix, prefix_end(prefix))]
 
     def save_season(self, started: SeasonStarted) -> None:
         league, place = started.league, started.place
@@ -140,7 +140,7 @@ class PartitionLeagues:
             self.state.put(FINALS, final_key(league, number, row[0]), row)
 
     def forget_seasons(self, league: str, after: int) -> None:
-        end = _after(league_prefix(league))
+        end = prefix_end(league_prefix(league))
         for table, first in ((SEASONS, after + 1), (FINALS, max(after, 1))):
             for key, _ in self.state.scan(table, season_key(league, first), end, raw=True):
                 self.state.put(table, key, None)
@@ -164,7 +164,7 @@ class PartitionLeagues:
 
     def log(self, league: str, start: bytes, limit: int | None = None) -> list[tuple[bytes, Entry]]:
         prefix = league_prefix(league)
-        return [(key[len(prefix):], entry) for key, entry in self.state.scan(LOG, prefix + start, _after(prefix), limit)]
+        return [(key[len(prefix):], entry) for key, entry in self.state.scan(LOG, prefix + start, prefix_end(prefix), limit)]
 
     def put_log(self, league: str, key: bytes, match: Entry | None) -> None:
         self.state.put(LOG, log_key(league, key), match)
@@ -181,7 +181,7 @@ class PartitionLeagues:
                          system: RatingSystem) -> dict[str, PlayerRecord | None]:
         at = len(league_prefix(league)) + 8
         found: dict[str, PlayerRecord | None] = {}
-        for key, raw in self.state.scan(SNAPSHOTS, boundary_key(league, first), _after(league_prefix(league)), raw=True):
+        for key, raw in self.state.scan(SNAPSHOTS, boundary_key(league, first), prefix_end(league_prefix(league)), raw=True):
             name = key[at:].decode()
             if name in names and name not in found:
                 # Stored bytes (decoded only for these players) or a value written in the batch.
@@ -193,7 +193,7 @@ class PartitionLeagues:
         self.state.put(SNAPSHOTS, snapshot_key(league, number, player), ABSENT if record is None else record)
 
     def forget_snapshots(self, league: str, after: int) -> None:
-        end = _after(league_prefix(league))
+        end = prefix_end(league_prefix(league))
         for table in (SNAPSHOTS, BOUNDARIES):
             for key, _ in self.state.scan(table, boundary_key(league, after + 1), end, raw=True):
                 self.state.put(table, key, None)
@@ -230,7 +230,6 @@ class StoredWorkingRecords:
     def __init__(self, state: Storage, league: str, system: RatingSystem):
         self.state = state
         self.league = league
-        self.system = system
         self.records: dict[str, PlayerRecord | None] = {}
         self.changed: set[str] = set()
 
@@ -254,15 +253,10 @@ class StoredWorkingRecords:
     def names(self) -> list[str]:
         """Every player of the re-rate: those flushed by its parts so far, and those set since."""
         prefix = league_prefix(self.league)
-        flushed = [key[len(prefix):].decode() for key, _ in self.state.scan(WORKING, prefix, _after(prefix), raw=True)]
+        flushed = [key[len(prefix):].decode() for key, _ in self.state.scan(WORKING, prefix, prefix_end(prefix), raw=True)]
         return list(dict.fromkeys([*flushed, *self.records]))
 
     def forget(self, names: list[str]) -> None:
         for name in names:
             self.state.put(WORKING, player_key(self.league, name), None)
         self.records.clear()
-
-
-def _after(prefix: bytes) -> bytes:
-    """The first key above every key with this prefix."""
-    return prefix[:-1] + bytes([prefix[-1] + 1])

@@ -63,6 +63,11 @@ def league_prefix(league: str) -> bytes:
     return f"{league}{SEP}".encode()
 
 
+def prefix_end(prefix: bytes) -> bytes:
+    """The first key above every key with this prefix (a scan's end)."""
+    return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
 def history_prefix(league: str, player: str) -> bytes:
     return f"{league}{SEP}{player}{SEP}".encode()
 
