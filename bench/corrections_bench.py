@@ -163,11 +163,13 @@ def cost(matches: int, players: int = 100_000) -> dict[str, Any]:
 
     def changelog_part(value: bytes) -> str:
         """What a changelog record is: an entry (a result with its outcome), a row of a
-        table (what a re-rate wrote), or a mark (checkpoint, fence, start)."""
+        table (what a re-rate wrote), a base's packed rows, or a mark (checkpoint, fence, start)."""
         if value[:1] == b"E":
             return "entries"
         if value[:1] == b"R":
             return names.get(row_of(value[DATA_START:])[0][:1], "other rows")
+        if value[:1] == b"P":
+            return "bases"
         return "marks"
     for name, every in (("no boundaries", 10**12), ("a boundary every 10,000", 10_000), ("a boundary every 1,000", 1000)):
         config = LeagueConfig.from_toml(f'[default]\nalgorithm = "elo"\nsnapshot_every = {every}\n')

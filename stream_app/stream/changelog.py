@@ -7,8 +7,9 @@ that wrote it (a number each take-up of the partition raises) and a batch number
 
 - an entry (kind E): one input applied, with its outcome (what the domain needs
   to write its tables again without doing the work again: stream/records.py);
-- a row (kind R): a local key's new value, as it is (what a re-rate wrote, and
-  a write-back after a start);
+- a row (kind R): a local key's new value, as it is (what a re-rate wrote);
+- packed rows (kind P): many local keys and their values, in key order (a base's
+  or a write-back's: the whole state, about PACK_BYTES a record);
 - a checkpoint (kind C): the batch is complete, with the input offsets applied;
 - a fence (kind F): a worker took the partition up with a higher epoch;
 - a start (kind S): the rows after it, up to its checkpoint, are the whole
@@ -17,7 +18,7 @@ that wrote it (a number each take-up of the partition raises) and a batch number
   new epoch), or a base (the owner writes its state as its next batch, then
   tombstones every record before the start: stream/commit.py).
 
-Entries and rows are data records. Every record has a key of its own (a data
+Entries, rows and packed rows are data records. Every record has a key of its own (a data
 record's: its epoch, batch and place in the batch; a mark's: its kind, epoch and
 batch, a fence's a random number), so that compaction never drops one that a
 tombstone did not, and their order is the order in which the owner applied them.
@@ -51,6 +52,7 @@ import hashlib
 import random
 import struct
 from dataclasses import dataclass, field
+from typing import Iterable, Iterator
 
 import orjson
 
@@ -60,11 +62,16 @@ CHECKPOINT = 0x43  # b"C"
 FENCE = 0x46  # b"F"
 START = 0x53  # b"S"
 OLD_ROW = 0x44  # b"D": a row of the format before entries (its key, new value and value before the batch)
+ROWS = 0x50  # b"P": packed rows
 
 _MARK_HEAD = struct.Struct(">QQ")  # epoch, batch
 _OLD_ROW_HEAD = struct.Struct(">QQI")  # epoch, batch, length of the new value
 _DATA_KEY = struct.Struct(">BQQI")  # 0x01, epoch, batch, place in the batch
 _KEY_LENGTH = struct.Struct(">H")
+_PACKED_ROW = struct.Struct(">HI")  # key length, value length
+# About the bytes of a packed record: a base of a million keys is a few hundred records
+# (each a producer call and a tombstone later), far below Kafka's 1 MiB bound on a record.
+PACK_BYTES = 256 * 1024
 DATA_START = 1 + _MARK_HEAD.size  # where a data record's payload starts
 # A mark's key is its own too: a zero byte, its kind, its epoch, and its batch (a fence: a
 # random number). A mark that shared its key with a later one would be removed by the log
@@ -93,9 +100,11 @@ class Checkpoint:
     fingerprints: dict[str, int] = field(default_factory=dict)  # input topic -> its last applied record's
     # Kept locally only (when to write a base, and what to clean after it): the changelog's
     # records from the last start on, every one the cleaner keeps (the ones the rule
-    # drops too), and the offset below which this worker cleaned it.
+    # drops too); the offset below which this worker cleaned it, and the tombstones that
+    # cleaning sent (past that offset, and gone at the cleaner's next pass).
     written: int = 0
     cleaned: int = 0
+    tombstones: int = 0
 
     def applied(self, topic: str, offset: int) -> bool:
         return offset <= self.offsets.get(topic, -1)
@@ -103,7 +112,7 @@ class Checkpoint:
     def encode(self) -> bytes:
         return orjson.dumps({"epoch": self.epoch, "batch": self.batch, "offsets": self.offsets,
                              "changelog": self.changelog, "fingerprints": self.fingerprints,
-                             "written": self.written, "cleaned": self.cleaned})
+                             "written": self.written, "cleaned": self.cleaned, "tombstones": self.tombstones})
 
     @classmethod
     def decode(cls, raw: bytes | None) -> "Checkpoint":
@@ -111,7 +120,7 @@ class Checkpoint:
             return cls()
         doc = orjson.loads(raw)
         return cls(doc["epoch"], doc["batch"], dict(doc["offsets"]), doc["changelog"], dict(doc.get("fingerprints", {})),
-                   doc.get("written", 0), doc.get("cleaned", 0))
+                   doc.get("written", 0), doc.get("cleaned", 0), doc.get("tombstones", 0))
 
 
 def input_fingerprint(timestamp: int | None, key: bytes | None, value: bytes | None) -> int:
@@ -132,12 +141,13 @@ class RecordWriter:
     """The data records of one batch, numbered in order: their epoch and batch are
     packed once, not per record."""
 
-    __slots__ = ("epoch", "batch", "head", "count")
+    __slots__ = ("epoch", "batch", "head", "count", "rows_packed")
 
     def __init__(self, epoch: int, batch: int, first: int = 0):
         self.epoch, self.batch = epoch, batch
         self.head = _MARK_HEAD.pack(epoch, batch)
         self.count = first
+        self.rows_packed = 0
 
     def _key(self) -> bytes:
         key = _DATA_KEY.pack(1, self.epoch, self.batch, self.count)
@@ -153,12 +163,40 @@ class RecordWriter:
         """A local key's value as it is (None: deleted)."""
         return self._key(), b"".join((b"R", self.head, _KEY_LENGTH.pack(len(key)), key, value or b""))
 
+    def packed(self, rows: Iterable[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
+        """Rows (keys in order, none deleted) as packed records of about PACK_BYTES each;
+        `rows_packed` counts them."""
+        pack = _PACKED_ROW.pack
+        parts, size = [b"P", self.head], 0
+        for key, value in rows:
+            parts += (pack(len(key), len(value)), key, value)
+            size += _PACKED_ROW.size + len(key) + len(value)
+            self.rows_packed += 1
+            if size >= PACK_BYTES:
+                yield self._key(), b"".join(parts)
+                parts, size = [b"P", self.head], 0
+        if len(parts) > 2:
+            yield self._key(), b"".join(parts)
+
 
 def row_of(payload: memoryview | bytes) -> tuple[bytes, bytes | None]:
     """A row record's payload: (the local key, its value or None)."""
     length = _KEY_LENGTH.unpack_from(payload)[0]
     start = _KEY_LENGTH.size
     return bytes(payload[start:start + length]), bytes(payload[start + length:]) or None
+
+
+def rows_of(payload: memoryview | bytes) -> Iterator[tuple[bytes, bytes]]:
+    """A packed record's payload: its rows, (local key, value), in key order."""
+    data = bytes(payload)  # one copy; slices of bytes are then one step each
+    unpack = _PACKED_ROW.unpack_from
+    at, end = 0, len(data)
+    while at < end:
+        key_length, value_length = unpack(data, at)
+        at += _PACKED_ROW.size
+        value_at = at + key_length
+        yield data[at:value_at], data[value_at:value_at + value_length]
+        at = value_at + value_length
 
 
 def checkpoint_record(epoch: int, batch: int, offsets: dict[str, int],
@@ -250,7 +288,7 @@ class ChangelogRule:
         self.read += 1
         kind = value[0]
         epoch, batch = _MARK_HEAD.unpack_from(value, 1)
-        if kind == ENTRY or kind == ROW or kind == OLD_ROW:
+        if kind == ENTRY or kind == ROW or kind == ROWS or kind == OLD_ROW:
             if epoch < self.checkpoint.epoch:
                 self.fenced += 1
             elif kind == OLD_ROW:
@@ -316,7 +354,7 @@ class ChangelogRule:
             # else: its batch never completed, dropped
         self.waiting = still
         self.checkpoint = Checkpoint(epoch, batch, dict(offsets), offset, dict(fingerprints), written,
-                                     self.checkpoint.cleaned)
+                                     self.checkpoint.cleaned, self.checkpoint.tombstones)
         self.read_at_accept = self.read
         self.accepted += 1
 

@@ -49,8 +49,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol
 
 
 from . import observe
-from .changelog import (CHECKPOINT, ENTRY, ROW, START, Checkpoint, ChangelogRule, RecordWriter, StartedOver,
-                        checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of, start_record)
+from .changelog import (CHECKPOINT, ENTRY, ROW, ROWS, START, Checkpoint, ChangelogRule, RecordWriter, StartedOver,
+                        checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of, rows_of, start_record)
 from .partitioner import key_partition
 from .store import LocalStore
 from ..state.base import Tables
@@ -205,7 +205,7 @@ class Committer:
                         "the local state (epoch %d) is replaced by it", partition, start_at, local.epoch)
             self._note_started_over(partition, local, end, "replaced by a newer start")
             # The local state stands until that start completes; what it cleaned was another log.
-            return ChangelogRule(replace(local, cleaned=0), start=start_at)
+            return ChangelogRule(replace(local, cleaned=0, tombstones=0), start=start_at)
         reader = await self._write_back(partition, local, newest + 1)
         self._note_started_over(partition, local, end, "local state written back")
         return reader
@@ -214,8 +214,8 @@ class Committer:
         """A start of `epoch`, then every local row as one batch and its checkpoint:
         what a take-up on an empty directory reads. Until that checkpoint is
         acknowledged none of it counts, and the local store keeps its checkpoint."""
-        row = RecordWriter(epoch, 1).row
-        rows = (row(key, value) for key, value in self.store.scan_range(partition, b"\x01", b"\xff" * 8))
+        writer = RecordWriter(epoch, 1)
+        rows = writer.packed(self.store.scan_range(partition, b"\x01", b"\xff" * 8))
         mark = checkpoint_record(epoch, 1, local.offsets, local.fingerprints)
         acks = await self.sender.send(self.topic, partition, chain([start_record(epoch)], rows, [mark]))
         first_at = last_at = None
@@ -230,7 +230,7 @@ class Committer:
         after = Checkpoint(epoch, 1, dict(local.offsets), last_at, dict(local.fingerprints), written=count)
         self.store.write(partition, {}, after)
         log.warning("changelog partition %d had lost records: the local state (%d rows) is written back at offsets "
-                    "%d to %d under epoch %d", partition, count - 2, first_at, last_at, epoch)
+                    "%d to %d under epoch %d", partition, writer.rows_packed, first_at, last_at, epoch)
         return ChangelogRule(after)
 
     def _note_started_over(self, partition: int, local: Checkpoint, end: int, action: str) -> None:
@@ -270,10 +270,11 @@ class Committer:
         self.on_commit(state.partition, state.overlay)
         state.checkpointed(after)
         observe.CHECKPOINTS.inc()
-        # The records the changelog holds from the point this worker last cleaned it to: those
-        # of a base whose tombstones never went (its owner killed between the two, or the
-        # state taken up onto an empty directory, which knows of no cleaning) count too.
-        held = after.changelog + 1 - after.cleaned
+        # The records the changelog holds from the point this worker last cleaned it to,
+        # the tombstones of that cleaning aside: those of a base whose tombstones never went
+        # (its owner killed between the two, or the state taken up onto an empty directory,
+        # which knows of no cleaning) count too.
+        held = after.changelog + 1 - after.cleaned - after.tombstones
         if self.base_after and held >= self.base_after and self._base_due(state.partition, held):
             await self.write_base(state)
 
@@ -299,24 +300,24 @@ class Committer:
         partition, before = state.partition, state.checkpoint
         epoch, batch = before.epoch, before.batch + 1
         writer = RecordWriter(epoch, batch)
-        rows = (writer.row(key, value) for key, value in self.store.scan_range(partition, b"\x01", b"\xff" * 8))
+        rows = writer.packed(self.store.scan_range(partition, b"\x01", b"\xff" * 8))
         mark = checkpoint_record(epoch, batch, before.offsets, before.fingerprints)
         try:
             start_at = await self._send(state, chain([start_record(epoch, batch)], rows, [mark]))
         finally:
             rows.close()  # a send that failed part-way: the store's iterator goes now, not with the traceback
         after = Checkpoint(epoch, batch, dict(before.offsets), state.changelog_next - 1, dict(before.fingerprints),
-                           written=writer.count + 2, cleaned=before.cleaned)
+                           written=writer.count + 2, cleaned=before.cleaned, tombstones=before.tombstones)
         self.store.write(partition, {}, after)
         state.checkpointed(after)
-        self._keys[partition] = writer.count
+        self._keys[partition] = writer.rows_packed
         observe.BASES.inc()
-        observe.BASE_ROWS.inc(writer.count)
+        observe.BASE_ROWS.inc(writer.rows_packed)
         tombstones = await self.clean(state, before.cleaned, start_at)
-        state.checkpoint = replace(state.checkpoint, cleaned=start_at)
+        state.checkpoint = replace(state.checkpoint, cleaned=start_at, tombstones=tombstones)
         self.store.write(partition, {}, state.checkpoint)
         log.info("changelog partition %d: a base of %d rows at offset %d, %d tombstones for offsets %d to %d "
-                 "(%.2f s)", partition, writer.count, start_at, tombstones, before.cleaned, start_at - 1,
+                 "(%.2f s)", partition, writer.rows_packed, start_at, tombstones, before.cleaned, start_at - 1,
                  time.perf_counter() - started)
 
     async def clean(self, state: PartitionTransaction, start: int, end: int) -> int:
@@ -412,10 +413,15 @@ def store_committed(store: LocalStore, partition: int, reader: ChangelogRule, ta
     write with its checkpoint: each row as it is, each entry's local writes made
     again, in the changelog's order (after a wipe, if a start completed)."""
     records, checkpoint, wipe = reader.take()
+    if wipe and all(kind == ROWS for kind, _ in records):
+        # A base or a write-back taken alone (the readers store it as soon as it completes):
+        # its rows, in key order, replace the partition's as one table file, with no dict between.
+        store.replace(partition, chain.from_iterable(rows_of(payload) for _, payload in records), checkpoint)
+        return
     if wipe:
         store.wipe(partition)
     values: dict[bytes, bytes | None] = {}
-    if records and all(kind == ROW for kind, _ in records):  # a base's rows: no value to decode or derive
+    if records and all(kind == ROW for kind, _ in records):  # rows of releases before packed ones
         values = dict(row_of(payload) for _, payload in records)
     elif records:
         state = transaction(store, partition, checkpoint, tables)
@@ -431,5 +437,8 @@ def apply_records(state: PartitionTransaction, records: Iterable[tuple[int, memo
     for kind, payload in records:
         if kind == ENTRY:
             entry(payload)
+        elif kind == ROWS:
+            for key, value in rows_of(payload):
+                state.put_stored(key, value)
         else:
             state.put_stored(*row_of(payload))

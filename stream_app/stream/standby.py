@@ -104,6 +104,8 @@ class Standby:
                         reader = readers[p]
                         for r in records:
                             reader.feed(r.offset, r.key, r.value)
+                            if reader.wipe:  # a base or a write-back completed: stored alone, as a take-up does
+                                flush(p)
                         self.records += len(records)
                         observe.STANDBY_RECORDS.inc(len(records))
                     now = time.monotonic()

@@ -15,7 +15,7 @@ in the memtable.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from rocksdict import (BlockBasedIndexType, BlockBasedOptions, Cache, IngestExternalFileOptions, Options, Rdict,
                        SstFileWriter, WriteBatch, WriteBufferManager)
@@ -118,7 +118,7 @@ class LocalStore:
         if wipe:
             self.wipe(partition)
         if sum(map(len, filter(None, rows.values()))) >= INGEST_BYTES:
-            self._ingest(partition, rows, checkpoint)
+            self._ingest(partition, ((key, rows[key]) for key in sorted(rows)), checkpoint)
             return
         batch = WriteBatch(raw_mode=True)
         for key, value in rows.items():
@@ -135,16 +135,23 @@ class LocalStore:
         batch.delete_range(b"", b"\xff" * 8)  # keys are table prefixes, then text: below eight 0xff bytes
         self.db(partition).write(batch)
 
-    def _ingest(self, partition: int, rows: dict[bytes, bytes | None], checkpoint: Checkpoint) -> None:
-        """The same write as one table file (keys in order), ingested: newer than
-        everything in the database, invisible to the iterators already made."""
+    def replace(self, partition: int, rows: Iterable[tuple[bytes, bytes]], checkpoint: Checkpoint) -> None:
+        """Every key of the partition replaced by `rows` (keys in increasing order) and
+        the checkpoint: a wipe, then one table file ingested (between the two the
+        partition is empty, as after `write` with `wipe`)."""
+        self.wipe(partition)
+        self._ingest(partition, rows, checkpoint)
+
+    def _ingest(self, partition: int, rows: Iterable[tuple[bytes, bytes | None]], checkpoint: Checkpoint) -> None:
+        """Rows (keys in increasing order; None: delete the key) and the checkpoint as one
+        table file, ingested: newer than everything in the database, invisible to the
+        iterators already made."""
         db = self.db(partition)
         path = str(self.directory / f"{partition}.ingest.sst")  # beside the database: its directory is RocksDB's
         writer = SstFileWriter(options=self._options())
         writer.open(path)
         writer[CHECKPOINT_KEY] = checkpoint.encode()  # the lowest key: row keys never start with a zero byte
-        for key in sorted(rows):
-            value = rows[key]
+        for key, value in rows:
             if value is None:
                 del writer[key]
             else:

@@ -256,7 +256,8 @@ class PartitionTransaction:
         fingerprints = {**self.checkpoint.fingerprints, **{topic: input_fingerprint(r.timestamp, r.key, r.value)
                                                           for topic, r in self.last_input.items()}}
         after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets}, fingerprints=fingerprints,
-                           written=self.checkpoint.written + len(records) + 1, cleaned=self.checkpoint.cleaned)
+                           written=self.checkpoint.written + len(records) + 1, cleaned=self.checkpoint.cleaned,
+                           tombstones=self.checkpoint.tombstones)
         return CheckpointWrites(records, checkpoint_record(epoch, batch, after.offsets, fingerprints), after)
 
     def local_values(self) -> dict[bytes, bytes | None]:

@@ -7,9 +7,10 @@ from itertools import count
 
 import orjson
 
-from stream_app.stream.changelog import (ENTRY, ROW, Checkpoint, ChangelogRule, RecordWriter,
-                                         checkpoint_record, fence_record, input_fingerprint, row_of,
-                                         start_record)
+from stream_app.stream.changelog import (DATA_START, ENTRY, PACK_BYTES, ROW, ROWS, Checkpoint, ChangelogRule,
+                                         RecordWriter, checkpoint_record, fence_record, input_fingerprint, mark_of,
+                                         row_of, start_record)
+from stream_app.stream.changelog import rows_of as packed_rows
 from tests.support.changelog import old_row
 
 TOPIC = "match-results"
@@ -32,9 +33,9 @@ def rows_of(records: list) -> dict:
     """Committed row records folded into the values they leave (None: deleted)."""
     rows = {}
     for kind, payload in records:
-        assert kind == ROW
-        key, value = row_of(payload)
-        rows[key] = None if value is None else orjson.loads(value)
+        assert kind in (ROW, ROWS)
+        for key, value in packed_rows(payload) if kind == ROWS else [row_of(payload)]:
+            rows[key] = None if value is None else orjson.loads(value)
     return rows
 
 
@@ -302,6 +303,32 @@ def test_a_base_replaces_the_state_before_it_for_a_reader_from_any_point_of_a_co
         assert wipe and rows_of(records) == {b"pa": 1, b"pb": 4}  # pc is gone with the wiped state
         assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets) == (1, 4, {TOPIC: 2})
         assert checkpoint.written == 6  # the records since the base's start: it, 3 rows, 2 checkpoints
+
+
+def test_a_packed_base_replaces_the_state_before_it_as_a_base_of_rows_does():
+    packed = list(RecordWriter(1, 3, first=1_000_000).packed(iter([(b"pa", j(1)), (b"pb", j(2))])))
+    assert len(packed) == 1
+    log = BEFORE_BASE + BASE[:1] + packed + BASE[-1:] + AFTER_BASE + TOMBSTONES
+    for start in (Checkpoint(), Checkpoint(1, 1, {TOPIC: 0}, changelog=3)):
+        reader = ChangelogRule(start)
+        for offset, key, value in compacted(log):
+            if offset >= reader.position:
+                reader.feed(offset, key, value)
+        records, checkpoint, wipe = reader.take()
+        assert wipe and [kind for kind, _ in records] == [ROWS, ROW] and rows_of(records) == {b"pa": 1, b"pb": 4}
+        assert (checkpoint.epoch, checkpoint.batch, checkpoint.written) == (1, 4, 5)  # the start, 1 packed, 2 batches
+
+
+def test_packed_rows_come_back_in_order_from_records_of_about_pack_bytes_each():
+    rows = [(b"p%06d" % i, bytes([i % 251]) * (i % 700)) for i in range(3000)]  # empty values too
+    writer = RecordWriter(3, 258)
+    records = list(writer.packed(iter(rows)))
+    assert writer.rows_packed == 3000 and len(records) == writer.count > 2
+    assert len({key for key, _ in records}) == len(records)  # a key of its own each: the cleaner keeps every one
+    assert all(value[:1] == b"P" and mark_of(value)[1:] == (3, 258) for _, value in records)
+    assert all(PACK_BYTES <= len(value) < PACK_BYTES + 1000 for _, value in records[:-1])
+    assert [row for _, value in records for row in packed_rows(memoryview(value)[DATA_START:])] == rows
+    assert list(RecordWriter(1, 1).packed(iter([]))) == []
 
 
 def test_a_base_its_owner_did_not_finish_changes_nothing():

@@ -26,7 +26,8 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
-from stream_app.stream.changelog import ChangelogRule, checkpoint_record, fence_record
+from stream_app.stream.changelog import (DATA_START, ROWS, ChangelogRule, checkpoint_record, fence_record, mark_of,
+                                         rows_of)
 from stream_app.stream.commit import Committer, Fenced, store_committed
 from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.partitioner import league_partition
@@ -722,6 +723,32 @@ async def test_with_bases_a_compacted_changelog_holds_at_most_twice_the_local_ke
     assert sizes[False][0] > 3 * sizes[True][0] and sizes[False][1] == sizes[True][1], sizes
 
 
+async def test_the_tombstones_a_base_sends_do_not_make_the_next_base_due(tmp_path):
+    """A base's cleaning sends a tombstone for every record before it, past the point it
+    cleaned to: counted as records held, they made the next base due at its next batch."""
+    log = corrections_log(corrected_leagues(4))
+    broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
+    store = LocalStore(tmp_path)
+    worker = BatchLoop(Settings(partitions=PARTITIONS, base_after=0), CORRECTED, store, broker, broker,
+                       Intake({}, SETTINGS.batch_max))
+    rng = random.Random(4)
+    for _ in range(30):  # no base yet: the changelog holds several times the local keys
+        await worker.apply_batch(next_batch(worker, log, rng))
+    left = {p: len(log[p]) - 1 - store.checkpoint(p).offsets.get(TOPIC, -1) for p in log}
+    partition = max((p for p in log if left[p] >= 30), key=lambda p: store.checkpoint(p).changelog)
+    await worker.committer.write_base(worker.partitions[partition])
+    based = store.checkpoint(partition)
+    assert based.tombstones > 2 * local_keys(store, partition) and based.cleaned > 0
+    worker.committer.base_after = 40
+    bases = counted("ratings_changelog_bases_total")
+    for _ in range(3):  # three batches of the partition on
+        await worker.apply_batch([r for r in next_batch(worker, log, random.Random(0)) if r.partition == partition])
+    assert store.checkpoint(partition).batch == based.batch + 3
+    assert counted("ratings_changelog_bases_total") == bases
+    assert store.checkpoint(partition).tombstones == based.tombstones
+
+
 async def test_a_crash_between_a_base_and_its_tombstones_loses_nothing_and_the_next_base_cleans_up(
         tmp_path, monkeypatch):
     docs = corrected_leagues(3)
@@ -752,7 +779,11 @@ async def test_a_crash_between_a_base_and_its_tombstones_loses_nothing_and_the_n
     [partition] = based
     based_at = store.checkpoint(partition)
     assert based_at.cleaned == 0 and based_at.written > 0  # the base is committed, nothing is cleaned
-    assert store.count(partition) == based_at.written - 2  # the base's rows (every local key), its start and checkpoint
+    base = [value for _, _, value in broker.records(CHANGELOG, partition)
+            if value[0] == ROWS and mark_of(value)[1:] == (based_at.epoch, based_at.batch)]
+    assert len(base) == based_at.written - 2  # the base's packed records, its start and checkpoint
+    assert [key for value in base for key, _ in rows_of(value[DATA_START:])] == [  # every local key, in order
+        key for key, _ in store.scan_range(partition, b"\x01", b"\xff" * 8)]
     assert not any(value is None for p in log for _, _, value in broker.records(CHANGELOG, p))
     before = held(broker, partition)
     # Restarted on an empty directory, then on its own: the base stands, and what was

@@ -87,6 +87,22 @@ def test_a_large_write_is_ingested_whole_over_older_values_and_leaves_no_file(tm
     reopened.close()
 
 
+def test_a_replace_leaves_exactly_the_rows_given_and_their_checkpoint(tmp_path):
+    # A base taken up: what the partition held before goes, in memtables and table files alike.
+    store = LocalStore(tmp_path)
+    store.write(0, {b"pa": b"old", b"pq": b"gone"}, Checkpoint(1, 1, {"t": 1}, 1))
+    store.db(0).flush()
+    store.write(0, {b"pr": b"gone too"}, Checkpoint(1, 2, {"t": 2}, 2))
+    store.write(1, {b"pa": b"other partition"}, Checkpoint(1, 1, {"t": 1}, 1))
+    rows = [(b"p%05d" % i, b"v%d" % i) for i in range(20_000)] + [(b"pa", b"new")]
+    rows.sort()
+    store.replace(0, iter(rows), Checkpoint(2, 7, {"t": 9}, 40))
+    assert list(store.scan_range(0, b"\x01", b"\xff" * 8)) == rows
+    assert store.checkpoint(0) == Checkpoint(2, 7, {"t": 9}, 40) and store.get(1, b"pa") == b"other partition"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["0", "1"]  # no table file left beside
+    store.close()
+
+
 def test_memory_counts_the_memtables_and_keeps_index_and_filter_blocks_in_the_block_cache(tmp_path, way):
     store = LocalStore(tmp_path)
     assert store.memory() == {"memtables": 0, "table_readers": 0, "block_cache": 0, "block_cache_pinned": 0}
