@@ -27,6 +27,9 @@ class Settings:
     # A partition's changelog gets a new base once it holds this many records past its
     # last cleaning, and twice as many as the local store has keys (0: never; docs/design.md).
     base_after: int = 10_000
+    # ... and once taking its changelog up onto an empty data directory would take longer
+    # than this, by the entries past its last base (an estimate: docs/design.md; 0: never).
+    take_up_seconds: float = 10.0
     batch_wait: float = 0.1  # longest wait for input when there is none (s)
     # How long the broker may hold a fetch of input that has not arrived yet (s). Kafka
     # answers as soon as a record arrives; the embedded broker only when this is over,

@@ -77,14 +77,21 @@ positive_int = _integer_from(1, "must be at least 1")
 count = _integer_from(0, "must be 0 or more")  # an integer from 0
 
 
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0 (got {text})")
-    return value
+def _seconds_from(low: float, above: bool, rule: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        if not (value > low if above else value >= low):  # NaN too
+            raise argparse.ArgumentTypeError(f"{rule} (got {text})")
+        return value
+
+    return parse
+
+
+positive_seconds = _seconds_from(0, True, "must be above 0")
+count_seconds = _seconds_from(0, False, "must be 0 or more")  # seconds, 0 allowed
 
 
 def port(text: str) -> int:

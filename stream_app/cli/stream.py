@@ -13,8 +13,8 @@ import orjson
 
 from ..settings import DEFAULTS
 from .flags import (DONE, NOT_ALLOWED, REFUSED, UNREACHABLE, USAGE, add_api_flags, add_common_flags, api_base,
-                    client_from, command, count, env, exit_statuses, kafka_failed, league_config, port, positive_int,
-                    positive_seconds, settings_from, shown)
+                    client_from, command, count, count_seconds, env, exit_statuses, kafka_failed, league_config, port,
+                    positive_int, positive_seconds, settings_from, shown)
 
 
 # -- ratings worker ----------------------------------------------------------------
@@ -379,6 +379,11 @@ _WORKER_FLAGS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
      "state there as a new base and tombstones the records before it [RATINGS_BASE_AFTER] (default %(default)s; "
      "also at least twice as many as its local store has keys; 0: never: on the embedded broker, which compacts "
      "nothing, bases only add records)"),
+    ("--take-up-seconds", count_seconds,
+     "seconds a take-up of a partition onto an empty data directory should take at most: once deriving the "
+     "entries past its last base would take longer, by an estimate of 50 us an entry and 1 us a key of a base, "
+     "the worker writes a new base (when --base-after allows) [RATINGS_TAKE_UP_SECONDS] (default %(default)s; 0: "
+     "bases by size only)"),
     ("--session-timeout", positive_seconds,
      "seconds after which the group gives a silent worker's partitions to others [RATINGS_SESSION_TIMEOUT] "
      "(default %(default)s); most of a failover's time"),

@@ -49,7 +49,7 @@ class BatchLoop:
         # What a take-up needs to make the tables again from the changelog (a standby's too).
         self.deriving = (tables_for(config), self.handler.deriver)
         self.committer = Committer(store, sender, changelog, settings.changelog_topic, outputs, *self.deriving,
-                                   base_after=settings.base_after)
+                                   base_after=settings.base_after, take_up_seconds=settings.take_up_seconds)
         self.tally = observe.Tally(config)
         self.partitions: dict[int, PartitionTransaction] = {}  # taken up since the last rebalance
         self.failures = 0

@@ -64,6 +64,11 @@ log = logging.getLogger(__name__)
 FLUSH_RECORDS = 2_000
 # Makes a changelog entry's local writes again, through the transaction (the domain's: stream/records.py).
 Derive = Callable[[PartitionTransaction], Callable[[memoryview], None]]  # an entry's writes, made again into it
+# What a take-up onto an empty data directory spends, about (docs/performance.md, "Recovery"):
+# an entry's local writes derived again, and a base's row read and stored (packed rows, one
+# table file). A base is due by time once the entries past it cost more than the budget.
+ENTRY_TAKE_UP_SECONDS = 50e-6
+ROW_TAKE_UP_SECONDS = 1e-6
 # Event-loop turns the producer gets to put the outputs on the wire before the
 # records are built (the CPU-bound part of a commit): consumers see a batch's events
 # sooner, most of all after a re-rate (they are sent before its checkpoint either way).
@@ -106,11 +111,13 @@ class TopicReader(Protocol):
 
 class Committer:
     def __init__(self, store: LocalStore, sender: Sender, changelog: TopicReader, changelog_topic: str,
-                 output_topics: dict[str, str], tables: Tables, derive: Derive, base_after: int = 0):
+                 output_topics: dict[str, str], tables: Tables, derive: Derive, base_after: int = 0,
+                 take_up_seconds: float = 0.0):
         self.store = store
-        # A partition whose changelog holds at least this many records since its last
-        # start, and twice as many as its local store has keys, gets a new base (0: never).
+        # A partition whose changelog holds at least this many records past its last
+        # cleaning gets a new base (0: never), once it is due (`_base_due`).
         self.base_after = base_after
+        self.take_up_seconds = take_up_seconds
         self.derive = derive
         self.tables = tables  # the partitions' key space (the transaction knows tables by prefix only)
         self.sender = sender
@@ -280,13 +287,22 @@ class Committer:
 
     # -- bases -------------------------------------------------------------------------
     def _base_due(self, partition: int, held: int) -> bool:
-        """Whether the partition's changelog holds twice as many records as its local store
-        has keys. The keys are counted again only when the last count says so: a count
-        reads them all."""
+        """Whether the partition needs a new base, by its changelog's records `held` and its
+        local keys. The keys are counted again only when the last count says a base is due:
+        a count reads them all (until then they are the count at the last base or take-up)."""
         keys = self._keys.get(partition)
-        if keys is None or held >= 2 * keys:
+        if keys is None or self._due(held, keys):
             keys = self._keys[partition] = self.store.count(partition)
-        return held >= 2 * keys
+        return self._due(held, keys)
+
+    def _due(self, held: int, keys: int) -> bool:
+        """By size: the changelog holds twice as many records as the store has keys. By time:
+        deriving the records held (entries, mostly) would make a take-up onto an empty
+        directory take longer than `take_up_seconds`, and longer than a base would."""
+        if held >= 2 * keys:
+            return True
+        deriving, base = held * ENTRY_TAKE_UP_SECONDS, keys * ROW_TAKE_UP_SECONDS
+        return 0 < self.take_up_seconds < deriving + base and deriving >= base
 
     async def write_base(self, state: PartitionTransaction) -> None:
         """The owner's committed state as the changelog's new base, between two batches:

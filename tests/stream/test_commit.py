@@ -28,7 +28,8 @@ from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
 from stream_app.stream.changelog import (DATA_START, ROWS, ChangelogRule, checkpoint_record, fence_record, mark_of,
                                          rows_of)
-from stream_app.stream.commit import Committer, Fenced, store_committed
+from stream_app.stream.commit import (ENTRY_TAKE_UP_SECONDS, ROW_TAKE_UP_SECONDS, Committer, Fenced,
+                                      store_committed)
 from stream_app.stream.intake import InputRecord, Intake
 from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
@@ -747,6 +748,44 @@ async def test_the_tombstones_a_base_sends_do_not_make_the_next_base_due(tmp_pat
     assert store.checkpoint(partition).batch == based.batch + 3
     assert counted("ratings_changelog_bases_total") == bases
     assert store.checkpoint(partition).tombstones == based.tombstones
+
+
+def test_a_base_is_due_by_size_or_once_the_entries_held_would_make_a_take_up_too_long():
+    committer = Committer(None, None, None, CHANGELOG, {}, None, None, base_after=1, take_up_seconds=10)
+    keys = round(3 / ROW_TAKE_UP_SECONDS)  # a base taken up in 3 s
+    assert committer._due(2 * keys, keys)  # by size
+    assert not committer._due(round(6 / ENTRY_TAKE_UP_SECONDS), keys)  # 6 s of entries and 3 of a base: within 10
+    assert committer._due(round(8 / ENTRY_TAKE_UP_SECONDS), keys)  # 8 and 3
+    # 15 s of entries against a base of 20 s: over the budget, but a base would not be faster.
+    assert not committer._due(round(15 / ENTRY_TAKE_UP_SECONDS), round(20 / ROW_TAKE_UP_SECONDS))
+    committer.take_up_seconds = 0  # by size only
+    assert not committer._due(round(8 / ENTRY_TAKE_UP_SECONDS), keys) and committer._due(2 * keys, keys)
+
+
+@pytest.mark.parametrize("budget", [0, 1e-4])
+async def test_results_alone_get_bases_by_time_and_a_take_up_from_one_equals_the_replay(budget, tmp_path):
+    """Results alone never hold twice the local keys in records: only the take-up budget
+    makes a base due, and an empty directory then takes the base and the entries after it up."""
+    log = input_log(7)
+    ledger, _ = expected(log)
+    broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
+    settings = Settings(partitions=PARTITIONS, base_after=40, take_up_seconds=budget)
+    store = LocalStore(tmp_path / "a")
+    worker = new_worker(store, broker, settings)
+    bases = counted("ratings_changelog_bases_total")
+    rng = random.Random(7)
+    while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
+        await worker.apply_batch(batch)
+    assert (counted("ratings_changelog_bases_total") - bases >= 2) == bool(budget)
+    assert all(store.checkpoint(p).cleaned > 0 for p in log) == bool(budget)
+    empty = LocalStore(tmp_path / "b")
+    taker = new_worker(empty, broker, settings)
+    broker.compact(CHANGELOG)
+    await taker.take_up(list(log))
+    for p in log:
+        assert list(empty.scan_range(p, b"\x01", b"\xff" * 8)) == list(store.scan_range(p, b"\x01", b"\xff" * 8))
+    assert_committed_state_is(local(empty), ledger)
 
 
 async def test_a_crash_between_a_base_and_its_tombstones_loses_nothing_and_the_next_base_cleans_up(
