@@ -70,7 +70,9 @@ class _RefusedConnections(logging.Filter):
         return True
 
     def __enter__(self) -> "_RefusedConnections":
-        logging.getLogger(self.LOGGER).addFilter(self)
+        # First: a filter before it (a worker's RepeatFilter, stream/broker_watch.py) could
+        # drop a repeated refusal, and the error would then not say why.
+        logging.getLogger(self.LOGGER).filters.insert(0, self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -7,6 +7,7 @@ not stop them being made and described."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 
@@ -14,6 +15,10 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_app.client import KafkaConnection
+from stream_app.client.kafka import start_client
+from stream_app.security import KafkaSecurity
+from stream_app.stream.broker_watch import RepeatFilter
+from tests.support.ports import free_port
 from tests.support.brokers import start_broker
 from tests.support.names import unique_name
 
@@ -60,3 +65,27 @@ def test_on_three_brokers_topics_get_the_clusters_replication_and_one_broker_dow
             counts = asyncio.run(connection.ensure_topics(compacted=[f"{name}.changelog"]))
             assert counts == {topic: 8 for topic in (f"{name}.matches", f"{name}.changes", f"{name}.dlq",
                                                      f"{name}.changelog")}, counts
+
+
+async def test_a_broker_not_there_is_named_with_its_reason_even_where_repeated_warnings_are_dropped():
+    # A worker drops a client's repeated warnings (RepeatFilter); a refusal it held back
+    # must still reach the error, the second time too.
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaConnectionError
+
+    nothing_there = f"127.0.0.1:{free_port()}"
+    repeats = RepeatFilter()
+    repeats.install()
+    try:
+        for _ in range(2):
+            producer = AIOKafkaProducer(bootstrap_servers=nothing_there)
+            with pytest.raises(KafkaConnectionError) as raised:
+                await start_client(producer, KafkaSecurity())
+            await producer.stop()
+            assert raised.value.args[0] == f"{nothing_there}: Connection refused"
+    finally:
+        for name in logging.root.manager.loggerDict:
+            logger = logging.getLogger(name)
+            if repeats in logger.filters:
+                logger.removeFilter(repeats)
+        logging.getLogger("aiokafka").removeFilter(repeats)
