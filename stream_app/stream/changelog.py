@@ -51,7 +51,7 @@ from __future__ import annotations
 import hashlib
 import random
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 import orjson
@@ -98,11 +98,14 @@ class Checkpoint:
     offsets: dict[str, int] = field(default_factory=dict)  # input topic -> last applied offset
     changelog: int = -1
     fingerprints: dict[str, int] = field(default_factory=dict)  # input topic -> its last applied record's
-    # Kept locally only (when to write a base, and what to clean after it): the changelog's
-    # records from the last start on, every one the cleaner keeps (the ones the rule
-    # drops too); the offset below which this worker cleaned it, and the tombstones that
-    # cleaning sent (past that offset, and gone at the cleaner's next pass).
-    written: int = 0
+    # Where the last completed start (a base or a write-back) is in the changelog (-1: none
+    # known); checkpoint records carry it, so a take-up onto an empty directory reads from there.
+    base: int = -1
+    # Kept locally only (when a base is due, and what to clean after one): the entries
+    # committed past the last start (what a take-up from it derives again); the offset
+    # below which this worker cleaned the changelog, and the tombstones that cleaning sent
+    # (past that offset, gone at the cleaner's next pass).
+    entries: int = 0
     cleaned: int = 0
     tombstones: int = 0
 
@@ -111,8 +114,8 @@ class Checkpoint:
 
     def encode(self) -> bytes:
         return orjson.dumps({"epoch": self.epoch, "batch": self.batch, "offsets": self.offsets,
-                             "changelog": self.changelog, "fingerprints": self.fingerprints,
-                             "written": self.written, "cleaned": self.cleaned, "tombstones": self.tombstones})
+                             "changelog": self.changelog, "fingerprints": self.fingerprints, "base": self.base,
+                             "entries": self.entries, "cleaned": self.cleaned, "tombstones": self.tombstones})
 
     @classmethod
     def decode(cls, raw: bytes | None) -> "Checkpoint":
@@ -120,7 +123,8 @@ class Checkpoint:
             return cls()
         doc = orjson.loads(raw)
         return cls(doc["epoch"], doc["batch"], dict(doc["offsets"]), doc["changelog"], dict(doc.get("fingerprints", {})),
-                   doc.get("written", 0), doc.get("cleaned", 0), doc.get("tombstones", 0))
+                   base=doc.get("base", -1), entries=doc.get("entries", 0), cleaned=doc.get("cleaned", 0),
+                   tombstones=doc.get("tombstones", 0))
 
 
 def input_fingerprint(timestamp: int | None, key: bytes | None, value: bytes | None) -> int:
@@ -200,18 +204,23 @@ def rows_of(payload: memoryview | bytes) -> Iterator[tuple[bytes, bytes]]:
 
 
 def checkpoint_record(epoch: int, batch: int, offsets: dict[str, int],
-                      fingerprints: dict[str, int] | None = None) -> tuple[bytes, bytes]:
-    payload = {"offsets": offsets, "fingerprints": fingerprints or {}}
+                      fingerprints: dict[str, int] | None = None, base: int = -1) -> tuple[bytes, bytes]:
+    """A checkpoint; `base`: where the writer's last completed start is (-1: none known). A
+    start's own checkpoint never names it: the start counts only if nothing of a newer
+    epoch came between, which its writer learns after sending it."""
+    payload: dict = {"offsets": offsets, "fingerprints": fingerprints or {}}
+    if base >= 0:
+        payload["base"] = base
     return mark_key(CHECKPOINT, epoch, batch), b"C" + _MARK_HEAD.pack(epoch, batch) + orjson.dumps(payload)
 
 
-def _checkpoint_payload(raw: bytes) -> tuple[dict[str, int], dict[str, int]]:
-    """(offsets, fingerprints) of a checkpoint record; records written before
+def checkpoint_payload(value: bytes) -> tuple[dict[str, int], dict[str, int], int]:
+    """(offsets, fingerprints, base) of a checkpoint record; records written before
     fingerprints held the offsets alone (topic -> offset: never a dict)."""
-    doc = orjson.loads(raw)
+    doc = orjson.loads(value[DATA_START:])
     if isinstance(doc.get("offsets"), dict):
-        return doc["offsets"], doc["fingerprints"]
-    return doc, {}
+        return doc["offsets"], doc["fingerprints"], doc.get("base", -1)
+    return doc, {}, -1
 
 
 def fence_record(epoch: int) -> tuple[bytes, bytes]:
@@ -271,21 +280,15 @@ class ChangelogRule:
         self.waiting: list[tuple[int, int, bytes, bytes | None]] = []
         self.records: list[tuple[int, memoryview]] = []  # committed since the last take: (kind, payload)
         self.start: tuple[int, int] | None = None  # (epoch, batch) of a start read, until its checkpoint
+        self.start_at = -1  # its offset
         self.wipe = False  # a start completed since the last take: the state before it is void
         self.fenced = 0  # data records and marks of replaced workers dropped
         self.accepted = 0  # fences and checkpoints accepted
-        # Records read (tombstones aside), in all, at the last accepted mark, and before the
-        # pending start: the checkpoint's `written` counts every record the log holds since
-        # its last start, the ones the rule drops too (a killed owner's batch never
-        # completed, a stale fence): the cleaner keeps those as long as the others.
-        self.read = self.read_at_accept = 0
-        self.read_before_start = 0
 
     def feed(self, offset: int, key: bytes, value: bytes | None) -> None:
         self.position = offset + 1
         if value is None:  # a tombstone: its key's records are before a base, which voids them
             return
-        self.read += 1
         kind = value[0]
         epoch, batch = _MARK_HEAD.unpack_from(value, 1)
         if kind == ENTRY or kind == ROW or kind == ROWS or kind == OLD_ROW:
@@ -302,22 +305,23 @@ class ChangelogRule:
                 self.fenced += 1
                 return
             self._abandon_start(epoch)
-            self._accept(offset, epoch, current.batch, current.offsets, current.fingerprints, ours=0,
-                         written=current.written + self.read - self.read_at_accept)
+            self._accept(offset, epoch, current.batch, current.offsets, current.fingerprints, ours=0)
         elif kind == CHECKPOINT:
             if epoch < current.epoch or (epoch == current.epoch and batch <= current.batch):
                 self.fenced += 1
                 return
-            start, written = self.start, current.written + self.read - self.read_at_accept
+            offsets, fingerprints, base = checkpoint_payload(value)
+            start = self.start
             if start is not None and epoch == start[0] and batch >= start[1]:
                 # A start completed: its records are the whole state.
                 self.records, self.wipe, self.start = [], True, None
                 self.waiting = [waiting for waiting in self.waiting if waiting[:2] >= start]
-                written = self.read - self.read_before_start  # from the start on
+                self.checkpoint = replace(current, base=self.start_at, entries=0)
             else:
                 self._abandon_start(epoch)
-            self._accept(offset, epoch, batch, *_checkpoint_payload(value[1 + _MARK_HEAD.size:]), ours=batch,
-                         written=written)
+                if base >= 0:
+                    self.checkpoint = replace(current, base=base)
+            self._accept(offset, epoch, batch, offsets, fingerprints, ours=batch)
         elif kind == START:
             # A write-back's start has an epoch above the accepted one, a base's the
             # owner's epoch and a later batch.
@@ -325,8 +329,7 @@ class ChangelogRule:
                 self.fenced += 1
                 return
             self._abandon_start(epoch)
-            self.start = (epoch, batch)
-            self.read_before_start = self.read - 1
+            self.start, self.start_at = (epoch, batch), offset
         else:
             raise ValueError(f"changelog record at offset {offset}: unknown kind {value[:1]!r}")
 
@@ -338,24 +341,24 @@ class ChangelogRule:
             self.waiting = [waiting for waiting in self.waiting if waiting[0] != start[0] or waiting[1] < start[1]]
 
     def _accept(self, offset: int, epoch: int, batch: int, offsets: dict[str, int], fingerprints: dict[str, int],
-                ours: int, written: int) -> None:
-        """A fence (ours=0) or a checkpoint of `batch` (ours=batch) of `epoch`; `written`:
-        the records since the last start, this mark included."""
+                ours: int) -> None:
+        """A fence (ours=0) or a checkpoint of `batch` (ours=batch) of `epoch`."""
         still: list[tuple[int, int, bytes, bytes | None]] = []
         records = self.records
+        entries = self.checkpoint.entries
         for waiting in self.waiting:
             record_epoch, record_batch, value, before = waiting
             if record_epoch == epoch and record_batch <= ours:
                 records.append((value[0], memoryview(value)[DATA_START:]))
+                entries += value[0] == ENTRY
             elif record_epoch > epoch:
                 still.append(waiting)
             elif before is not None:  # an old row whose batch never completed: its value before stands
                 records.append((ROW, memoryview(before)[DATA_START:]))
             # else: its batch never completed, dropped
         self.waiting = still
-        self.checkpoint = Checkpoint(epoch, batch, dict(offsets), offset, dict(fingerprints), written,
-                                     self.checkpoint.cleaned, self.checkpoint.tombstones)
-        self.read_at_accept = self.read
+        self.checkpoint = replace(self.checkpoint, epoch=epoch, batch=batch, offsets=dict(offsets), changelog=offset,
+                                  fingerprints=dict(fingerprints), entries=entries)
         self.accepted += 1
 
     def take(self) -> tuple[list[tuple[int, memoryview]], Checkpoint, bool]:

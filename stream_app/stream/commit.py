@@ -50,7 +50,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol
 
 from . import observe
 from .changelog import (CHECKPOINT, ENTRY, ROW, ROWS, START, Checkpoint, ChangelogRule, RecordWriter, StartedOver,
-                        checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of, rows_of, start_record)
+                        checkpoint_payload, checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of,
+                        rows_of, start_record)
 from .partitioner import key_partition
 from .store import LocalStore
 from ..state.base import Tables
@@ -69,6 +70,9 @@ Derive = Callable[[PartitionTransaction], Callable[[memoryview], None]]  # an en
 # table file). A base is due by time once the entries past it cost more than the budget.
 ENTRY_TAKE_UP_SECONDS = 50e-6
 ROW_TAKE_UP_SECONDS = 1e-6
+# Records a take-up onto an empty directory reads first from the changelog's end, looking for
+# its last checkpoint (a batch's records are about that many): twice as many before each step.
+BASE_SEARCH_STEP = 256
 # Event-loop turns the producer gets to put the outputs on the wire before the
 # records are built (the CPU-bound part of a commit): consumers see a batch's events
 # sooner, most of all after a re-rate (they are sent before its checkpoint either way).
@@ -156,6 +160,8 @@ class Committer:
             if fence_at < reader.position:  # it started over since the check above
                 raise StartedOver(f"changelog partition {partition}: a fence landed at offset {fence_at}, "
                                   f"below the local checkpoint's {reader.position - 1}")
+            if reader.position == 0 and local.changelog < 0:  # an empty directory: from the last base on
+                reader = ChangelogRule(local, start=max(0, await self._last_base(partition, fence_at)))
             await self.read_changelog(partition, reader, fence_at + 1)
             if reader.checkpoint.changelog == fence_at:  # the rule accepted our fence
                 break
@@ -163,6 +169,25 @@ class Committer:
         observe.TAKE_UP_SECONDS.observe(time.perf_counter() - started)
         self.on_take_up(partition)
         return transaction(self.store, partition, reader.checkpoint, self.tables)  # at our fence
+
+    async def _last_base(self, partition: int, end: int) -> int:
+        """The offset of the start named by the changelog's last checkpoint before `end`
+        (-1: none). Everything before a completed start is void, so a reader with no
+        state reads from there what it would read from the beginning. The log is read
+        backwards in growing steps: the last checkpoint is near its end, and the steps
+        read a base's rows only when the base is the last thing written."""
+        step = BASE_SEARCH_STEP
+        while end > 0:
+            start = max(0, end - step)
+            last = None
+            async for records in self.changelog.read(self.topic, partition, start, end):
+                for _, _, value in records:
+                    if value is not None and value[0] == CHECKPOINT:
+                        last = value
+            if last is not None:
+                return checkpoint_payload(last)[2]
+            end, step = start, 2 * step
+        return -1
 
     async def read_changelog(self, partition: int, reader: ChangelogRule, end: int) -> None:
         """Feed the reader the changelog up to `end` (exclusive), storing what it commits."""
@@ -212,7 +237,7 @@ class Committer:
                         "the local state (epoch %d) is replaced by it", partition, start_at, local.epoch)
             self._note_started_over(partition, local, end, "replaced by a newer start")
             # The local state stands until that start completes; what it cleaned was another log.
-            return ChangelogRule(replace(local, cleaned=0, tombstones=0), start=start_at)
+            return ChangelogRule(replace(local, base=-1, entries=0, cleaned=0, tombstones=0), start=start_at)
         reader = await self._write_back(partition, local, newest + 1)
         self._note_started_over(partition, local, end, "local state written back")
         return reader
@@ -226,15 +251,13 @@ class Committer:
         mark = checkpoint_record(epoch, 1, local.offsets, local.fingerprints)
         acks = await self.sender.send(self.topic, partition, chain([start_record(epoch)], rows, [mark]))
         first_at = last_at = None
-        count = 0
         for ack in acks:
             first, last = await ack
             if last_at is not None and first != last_at + 1:  # another writer in between: try again later
                 raise StartedOver(f"changelog partition {partition}: another writer interleaved the write-back")
             first_at = first if first_at is None else first_at
             last_at = last
-            count += last - first + 1
-        after = Checkpoint(epoch, 1, dict(local.offsets), last_at, dict(local.fingerprints), written=count)
+        after = Checkpoint(epoch, 1, dict(local.offsets), last_at, dict(local.fingerprints), base=first_at)
         self.store.write(partition, {}, after)
         log.warning("changelog partition %d had lost records: the local state (%d rows) is written back at offsets "
                     "%d to %d under epoch %d", partition, writer.rows_packed, first_at, last_at, epoch)
@@ -282,32 +305,34 @@ class Committer:
         # (its owner killed between the two, or the state taken up onto an empty directory,
         # which knows of no cleaning) count too.
         held = after.changelog + 1 - after.cleaned - after.tombstones
-        if self.base_after and held >= self.base_after and self._base_due(state.partition, held):
+        if self.base_after and held >= self.base_after and self._base_due(state.partition, held, after.entries):
             await self.write_base(state)
 
     # -- bases -------------------------------------------------------------------------
-    def _base_due(self, partition: int, held: int) -> bool:
-        """Whether the partition needs a new base, by its changelog's records `held` and its
-        local keys. The keys are counted again only when the last count says a base is due:
-        a count reads them all (until then they are the count at the last base or take-up)."""
+    def _base_due(self, partition: int, held: int, entries: int) -> bool:
+        """Whether the partition needs a new base, by its changelog's records `held`, the
+        entries past its last start, and its local keys. The keys are counted again only
+        when the last count says a base is due: a count reads them all (until then they
+        are the count at the last base or take-up)."""
         keys = self._keys.get(partition)
-        if keys is None or self._due(held, keys):
+        if keys is None or self._due(held, entries, keys):
             keys = self._keys[partition] = self.store.count(partition)
-        return self._due(held, keys)
+        return self._due(held, entries, keys)
 
-    def _due(self, held: int, keys: int) -> bool:
+    def _due(self, held: int, entries: int, keys: int) -> bool:
         """By size: the changelog holds twice as many records as the store has keys. By time:
-        deriving the records held (entries, mostly) would make a take-up onto an empty
-        directory take longer than `take_up_seconds`, and longer than a base would."""
+        deriving the entries past the last start would make a take-up onto an empty
+        directory (which reads from that start) take longer than `take_up_seconds`, and
+        longer than a new base would."""
         if held >= 2 * keys:
             return True
-        deriving, base = held * ENTRY_TAKE_UP_SECONDS, keys * ROW_TAKE_UP_SECONDS
+        deriving, base = entries * ENTRY_TAKE_UP_SECONDS, keys * ROW_TAKE_UP_SECONDS
         return 0 < self.take_up_seconds < deriving + base and deriving >= base
 
     async def write_base(self, state: PartitionTransaction) -> None:
         """The owner's committed state as the changelog's new base, between two batches:
-        a start of the next batch, every local key as a row, its checkpoint (the form of
-        a write-back, in the owner's epoch).
+        a start of the next batch, every local key as packed rows, its checkpoint (the
+        form of a write-back, in the owner's epoch). Its checkpoints after name it.
         A reader that gets to the checkpoint replaces its state by the rows; one that
         does not (a crash, a fence between) keeps what it had. Once the checkpoint is
         acknowledged, the records before the start are void: `clean` sends tombstones
@@ -323,7 +348,7 @@ class Committer:
         finally:
             rows.close()  # a send that failed part-way: the store's iterator goes now, not with the traceback
         after = Checkpoint(epoch, batch, dict(before.offsets), state.changelog_next - 1, dict(before.fingerprints),
-                           written=writer.count + 2, cleaned=before.cleaned, tombstones=before.tombstones)
+                           base=start_at, cleaned=before.cleaned, tombstones=before.tombstones)
         self.store.write(partition, {}, after)
         state.checkpointed(after)
         self._keys[partition] = writer.rows_packed

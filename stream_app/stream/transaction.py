@@ -255,10 +255,11 @@ class PartitionTransaction:
         records = [writer.entry(payload) if kind == "entry" else writer.row(*payload) for kind, payload in self.recorded]
         fingerprints = {**self.checkpoint.fingerprints, **{topic: input_fingerprint(r.timestamp, r.key, r.value)
                                                           for topic, r in self.last_input.items()}}
-        after = Checkpoint(epoch, batch, {**self.checkpoint.offsets, **self.offsets}, fingerprints=fingerprints,
-                           written=self.checkpoint.written + len(records) + 1, cleaned=self.checkpoint.cleaned,
-                           tombstones=self.checkpoint.tombstones)
-        return CheckpointWrites(records, checkpoint_record(epoch, batch, after.offsets, fingerprints), after)
+        entries = [kind for kind, _ in self.recorded].count("entry")
+        after = dataclasses.replace(self.checkpoint, epoch=epoch, batch=batch,
+                                    offsets={**self.checkpoint.offsets, **self.offsets}, fingerprints=fingerprints,
+                                    entries=self.checkpoint.entries + entries)
+        return CheckpointWrites(records, checkpoint_record(epoch, batch, after.offsets, fingerprints, after.base), after)
 
     def local_values(self) -> dict[bytes, bytes | None]:
         """The overlay as the local store takes it: encoded values by store key (None:

@@ -302,7 +302,7 @@ def test_a_base_replaces_the_state_before_it_for_a_reader_from_any_point_of_a_co
         records, checkpoint, wipe = reader.take()
         assert wipe and rows_of(records) == {b"pa": 1, b"pb": 4}  # pc is gone with the wiped state
         assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets) == (1, 4, {TOPIC: 2})
-        assert checkpoint.written == 6  # the records since the base's start: it, 3 rows, 2 checkpoints
+        assert checkpoint.base == len(BEFORE_BASE)  # where the base starts
 
 
 def test_a_packed_base_replaces_the_state_before_it_as_a_base_of_rows_does():
@@ -316,7 +316,7 @@ def test_a_packed_base_replaces_the_state_before_it_as_a_base_of_rows_does():
                 reader.feed(offset, key, value)
         records, checkpoint, wipe = reader.take()
         assert wipe and [kind for kind, _ in records] == [ROWS, ROW] and rows_of(records) == {b"pa": 1, b"pb": 4}
-        assert (checkpoint.epoch, checkpoint.batch, checkpoint.written) == (1, 4, 5)  # the start, 1 packed, 2 batches
+        assert (checkpoint.epoch, checkpoint.batch, checkpoint.base) == (1, 4, len(BEFORE_BASE))
 
 
 def test_packed_rows_come_back_in_order_from_records_of_about_pack_bytes_each():
@@ -349,19 +349,32 @@ def test_a_replaced_owners_late_base_is_dropped():
     assert rows == {b"pa": 1, b"pb": 5, b"pc": None} and fenced == 4 and (checkpoint.epoch, checkpoint.batch) == (2, 3)
 
 
-def test_data_records_count_since_the_last_start():
+def test_a_reader_counts_the_entries_past_the_last_start_and_knows_where_it_is():
+    log = [fence_record(1), entry_record(1, 1, b"e1"), entry_record(1, 1, b"e2"), checkpoint_record(1, 1, {TOPIC: 1}),
+           entry_record(1, 2, b"e3")]  # batch 2 never completed
     reader = ChangelogRule()
-    for offset, (key, value) in enumerate(BEFORE_BASE):
+    for offset, (key, value) in enumerate(log):
         reader.feed(offset, key, value)
-    assert reader.checkpoint.written == 7  # the fence, four rows, two checkpoints
-    for offset, (key, value) in enumerate(BASE + AFTER_BASE + TOMBSTONES, start=len(BEFORE_BASE)):
+    assert (reader.checkpoint.entries, reader.checkpoint.base) == (2, -1)
+    base_at = len(log)
+    log += [start_record(1, 3), *RecordWriter(1, 3, first=100).packed(iter([(b"pa", j(1))])),
+            checkpoint_record(1, 3, {TOPIC: 1}),  # a start's own checkpoint does not name it
+            entry_record(1, 4, b"e4"), checkpoint_record(1, 4, {TOPIC: 2}, base=base_at)]
+    for offset, (key, value) in enumerate(log[5:], start=5):
         reader.feed(offset, key, value)
-    assert reader.checkpoint.written == 6  # the start, its two rows and checkpoint, one batch; no tombstone
+        if offset == base_at + 2:  # the start completed: the entries before it are void
+            assert (reader.checkpoint.entries, reader.checkpoint.base) == (0, base_at)
+    assert (reader.checkpoint.entries, reader.checkpoint.base) == (1, base_at)
     # Kept with the local checkpoint: a reader that goes on from it counts on.
     again = ChangelogRule(Checkpoint.decode(reader.checkpoint.encode()))
-    again.feed(reader.position, *row_record(1, 5, b"pa", j(6)))
-    again.feed(reader.position + 1, *checkpoint_record(1, 5, {}))
-    assert again.checkpoint.written == 8
+    again.feed(len(log), *entry_record(1, 5, b"e5"))
+    again.feed(len(log) + 1, *checkpoint_record(1, 5, {}, base=base_at))
+    assert (again.checkpoint.entries, again.checkpoint.base) == (2, base_at)
+    # One that comes in after the start learns where it is from a checkpoint that names it.
+    late = ChangelogRule(Checkpoint(1, 3, {TOPIC: 1}, changelog=base_at + 2))
+    for offset, (key, value) in enumerate(log[base_at + 3:], start=base_at + 3):
+        late.feed(offset, key, value)
+    assert (late.checkpoint.entries, late.checkpoint.base) == (1, base_at)
 
 
 def test_records_before_a_base_that_the_cleaner_left_do_not_count():
@@ -378,19 +391,3 @@ def test_records_before_a_base_that_the_cleaner_left_do_not_count():
     records, checkpoint, wipe = reader.take()
     assert wipe and rows_of(records) == {b"pa": 1, b"pb": 4}
     assert (checkpoint.epoch, checkpoint.batch) == (1, 4)
-
-
-def test_records_the_rule_drops_count_since_the_last_start_as_the_cleaner_keeps_them():
-    """A killed owner's batch that never completed, and a take-up's stale fence, are
-    dropped by the rule but kept by the cleaner (keys of their own): they count toward a
-    base as much as the records that hold the state."""
-    log = [fence_record(1), row_record(1, 1, b"pa", j(1)), checkpoint_record(1, 1, {TOPIC: 0}),
-           row_record(1, 2, b"pa", j(2)), row_record(1, 2, b"pb", j(3)),  # batch 2: its owner was killed
-           fence_record(1),  # an empty directory's first fence: stale
-           fence_record(2), row_record(2, 2, b"pb", j(4)), checkpoint_record(2, 2, {TOPIC: 1})]
-    reader = ChangelogRule()
-    for offset, (key, value) in enumerate(log):
-        reader.feed(offset, key, value)
-    records, checkpoint, _ = reader.take()
-    assert rows_of(records) == {b"pa": 1, b"pb": 4} and reader.fenced == 1
-    assert checkpoint.written == len(log)

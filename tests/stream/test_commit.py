@@ -28,6 +28,7 @@ from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
 from stream_app.stream.changelog import (DATA_START, ROWS, ChangelogRule, checkpoint_record, fence_record, mark_of,
                                          rows_of)
+from stream_app.stream import commit as commit_module
 from stream_app.stream.commit import (ENTRY_TAKE_UP_SECONDS, ROW_TAKE_UP_SECONDS, Committer, Fenced,
                                       store_committed)
 from stream_app.stream.intake import InputRecord, Intake
@@ -41,7 +42,7 @@ from stream_app.stream.batch_loop import BatchLoop
 from tests.support.corrections import CONFIG as CORRECTIONS_CONFIG
 from tests.support.corrections import corrected_leagues, run
 from tests.support.changelog import old_row
-from tests.support.memory import Crash, MemoryBroker, StalledSender
+from tests.support.memory import CountingReader, Crash, MemoryBroker, StalledSender
 
 CONFIG = LeagueConfig.from_toml('[leagues."kart*"]\nalgorithm = "elo-pairwise"\n[default]\nalgorithm = "elo"\n')
 PARTITIONS = 2
@@ -753,19 +754,24 @@ async def test_the_tombstones_a_base_sends_do_not_make_the_next_base_due(tmp_pat
 def test_a_base_is_due_by_size_or_once_the_entries_held_would_make_a_take_up_too_long():
     committer = Committer(None, None, None, CHANGELOG, {}, None, None, base_after=1, take_up_seconds=10)
     keys = round(3 / ROW_TAKE_UP_SECONDS)  # a base taken up in 3 s
-    assert committer._due(2 * keys, keys)  # by size
-    assert not committer._due(round(6 / ENTRY_TAKE_UP_SECONDS), keys)  # 6 s of entries and 3 of a base: within 10
-    assert committer._due(round(8 / ENTRY_TAKE_UP_SECONDS), keys)  # 8 and 3
+    assert committer._due(2 * keys, 0, keys)  # by size
+    six, eight = round(6 / ENTRY_TAKE_UP_SECONDS), round(8 / ENTRY_TAKE_UP_SECONDS)  # seconds of entries
+    assert not committer._due(six, six, keys)  # 6 s of entries and 3 of a base: within 10
+    assert committer._due(eight, eight, keys)  # 8 and 3
+    assert not committer._due(eight, 0, keys)  # as many records, but rows: nothing to derive
     # 15 s of entries against a base of 20 s: over the budget, but a base would not be faster.
-    assert not committer._due(round(15 / ENTRY_TAKE_UP_SECONDS), round(20 / ROW_TAKE_UP_SECONDS))
+    fifteen = round(15 / ENTRY_TAKE_UP_SECONDS)
+    assert not committer._due(fifteen, fifteen, round(20 / ROW_TAKE_UP_SECONDS))
     committer.take_up_seconds = 0  # by size only
-    assert not committer._due(round(8 / ENTRY_TAKE_UP_SECONDS), keys) and committer._due(2 * keys, keys)
+    assert not committer._due(eight, eight, keys) and committer._due(2 * keys, 0, keys)
 
 
 @pytest.mark.parametrize("budget", [0, 1e-4])
-async def test_results_alone_get_bases_by_time_and_a_take_up_from_one_equals_the_replay(budget, tmp_path):
+async def test_results_alone_get_bases_by_time_and_a_take_up_from_one_equals_the_replay(budget, tmp_path,
+                                                                                        monkeypatch):
     """Results alone never hold twice the local keys in records: only the take-up budget
     makes a base due, and an empty directory then takes the base and the entries after it up."""
+    monkeypatch.setattr(commit_module, "BASE_SEARCH_STEP", 8)  # the partitions' logs are short
     log = input_log(7)
     ledger, _ = expected(log)
     broker = MemoryBroker(partitions=PARTITIONS)
@@ -779,10 +785,14 @@ async def test_results_alone_get_bases_by_time_and_a_take_up_from_one_equals_the
         await worker.apply_batch(batch)
     assert (counted("ratings_changelog_bases_total") - bases >= 2) == bool(budget)
     assert all(store.checkpoint(p).cleaned > 0 for p in log) == bool(budget)
+    # Onto an empty directory before the cleaner ran: from the last base on, found near the end.
     empty = LocalStore(tmp_path / "b")
-    taker = new_worker(empty, broker, settings)
-    broker.compact(CHANGELOG)
+    reader = CountingReader(broker, CHANGELOG)
+    taker = BatchLoop(settings, CONFIG, empty, broker, reader, Intake({}, settings.batch_max))
     await taker.take_up(list(log))
+    written = sum(len(broker.records(CHANGELOG, p)) for p in log)
+    from_bases = sum(len(broker.records(CHANGELOG, p)) - max(0, store.checkpoint(p).base) for p in log)
+    assert (reader.read_records < written / 2) == bool(budget) and from_bases <= reader.read_records
     for p in log:
         assert list(empty.scan_range(p, b"\x01", b"\xff" * 8)) == list(store.scan_range(p, b"\x01", b"\xff" * 8))
     assert_committed_state_is(local(empty), ledger)
@@ -817,10 +827,9 @@ async def test_a_crash_between_a_base_and_its_tombstones_loses_nothing_and_the_n
     monkeypatch.setattr(Committer, "clean", clean)
     [partition] = based
     based_at = store.checkpoint(partition)
-    assert based_at.cleaned == 0 and based_at.written > 0  # the base is committed, nothing is cleaned
+    assert based_at.cleaned == 0 and based_at.base > 0 and based_at.entries == 0  # the base is committed, nothing cleaned
     base = [value for _, _, value in broker.records(CHANGELOG, partition)
             if value[0] == ROWS and mark_of(value)[1:] == (based_at.epoch, based_at.batch)]
-    assert len(base) == based_at.written - 2  # the base's packed records, its start and checkpoint
     assert [key for value in base for key, _ in rows_of(value[DATA_START:])] == [  # every local key, in order
         key for key, _ in store.scan_range(partition, b"\x01", b"\xff" * 8)]
     assert not any(value is None for p in log for _, _, value in broker.records(CHANGELOG, p))

@@ -151,3 +151,18 @@ class StalledSender:
         records = list(records)
         await self.running.wait()
         return await self.broker.send(topic, partition, records)
+
+
+class CountingReader:
+    """The broker as a worker's changelog reader, counting the records of `topic` its reads return."""
+
+    def __init__(self, broker: MemoryBroker, topic: str):
+        self.broker, self.topic, self.read_records = broker, topic, 0
+
+    async def read(self, topic, partition, start, end):
+        async for chunk in self.broker.read(topic, partition, start, end):
+            self.read_records += len(chunk) if topic == self.topic else 0
+            yield chunk
+
+    async def first_records(self, wanted):
+        return await self.broker.first_records(wanted)
