@@ -112,6 +112,9 @@ class TopicReader(Protocol):
         `offset`, `key`, `value`, `timestamp`), or None if the partition ends at or
         before that offset or does not exist."""
 
+    async def end_offset(self, topic: str, partition: int) -> int:
+        """The offset after the partition's last record (a little low at worst)."""
+
 
 class Committer:
     def __init__(self, store: LocalStore, sender: Sender, changelog: TopicReader, changelog_topic: str,
@@ -162,7 +165,8 @@ class Committer:
                 raise StartedOver(f"changelog partition {partition}: a fence landed at offset {fence_at}, "
                                   f"below the local checkpoint's {reader.position - 1}")
             if reader.position == 0 and local.changelog < 0:  # an empty directory: from the last base on
-                reader = ChangelogRule(local, start=max(0, await self._last_base(partition, fence_at)))
+                reader = ChangelogRule(local, start=max(0, await last_base(self.changelog, self.topic, partition,
+                                                                             fence_at)))
                 read_from = reader.position
             await self.read_changelog(partition, reader, fence_at + 1)
             if reader.checkpoint.changelog == fence_at:  # the rule accepted our fence
@@ -175,25 +179,6 @@ class Committer:
                      partition, epoch, self.take_up_records - records_before, read_from, took)
         self.on_take_up(partition)
         return transaction(self.store, partition, reader.checkpoint, self.tables)  # at our fence
-
-    async def _last_base(self, partition: int, end: int) -> int:
-        """The offset of the start named by the changelog's last checkpoint before `end`
-        (-1: none). Everything before a completed start is void, so a reader with no
-        state reads from there what it would read from the beginning. The log is read
-        backwards in growing steps: the last checkpoint is near its end, and the steps
-        read a base's rows only when the base is the last thing written."""
-        step = BASE_SEARCH_STEP
-        while end > 0:
-            start = max(0, end - step)
-            last = None
-            async for records in self.changelog.read(self.topic, partition, start, end):
-                for _, _, value in records:
-                    if value is not None and value[0] == CHECKPOINT:
-                        last = value
-            if last is not None:
-                return checkpoint_payload(last)[2]
-            end, step = start, 2 * step
-        return -1
 
     async def read_changelog(self, partition: int, reader: ChangelogRule, end: int) -> None:
         """Feed the reader the changelog up to `end` (exclusive), storing what it commits."""
@@ -447,6 +432,27 @@ async def holds(changelog: TopicReader, topic: str, partition: int, checkpoint: 
         return False
     kind, epoch, batch = mark_of(found.value)
     return epoch == checkpoint.epoch and (kind != CHECKPOINT or batch == checkpoint.batch)
+
+
+async def last_base(changelog: TopicReader, topic: str, partition: int, end: int) -> int:
+    """The offset of the start named by the changelog's last checkpoint before `end` (-1:
+    none). Everything before a completed start is void, so a reader with no state (a
+    take-up onto an empty directory, a standby's first following) reads from there what
+    it would read from the beginning. The log is read backwards in growing steps: the
+    last checkpoint is near its end, and the steps read a base's rows only when the base
+    is the last thing written."""
+    step = BASE_SEARCH_STEP
+    while end > 0:
+        start = max(0, end - step)
+        last = None
+        async for records in changelog.read(topic, partition, start, end):
+            for _, _, value in records:
+                if value is not None and value[0] == CHECKPOINT:
+                    last = value
+        if last is not None:
+            return checkpoint_payload(last)[2]
+        end, step = start, 2 * step
+    return -1
 
 
 def transaction(store: LocalStore, partition: int, checkpoint: Checkpoint, tables: Tables) -> PartitionTransaction:

@@ -425,6 +425,15 @@ class KafkaTopicReader:
     async def first_records(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], Any]:
         return await first_records(self.options, wanted, self.timeout)
 
+    async def end_offset(self, topic: str, partition: int) -> int:
+        consumer = AIOKafkaConsumer(enable_auto_commit=False, **self.options)
+        await consumer.start()
+        try:
+            tp = TopicPartition(topic, partition)
+            return (await consumer.end_offsets([tp]))[tp]
+        finally:
+            await consumer.stop()
+
     async def follow(self, topic: str,
                      starts: dict[int, int]) -> AsyncGenerator[tuple[dict[int, list[Any]], dict[int, int | None]], None]:
         """These partitions of `topic` read from these offsets on as they grow (a

@@ -22,7 +22,7 @@ from typing import Any
 
 from . import observe
 from .changelog import ChangelogRule, StartedOver
-from .commit import FLUSH_RECORDS, Derive, holds, store_committed
+from .commit import FLUSH_RECORDS, Derive, holds, last_base, store_committed
 from .intake import KafkaTopicReader
 from .store import LocalStore
 from .tasks import cancel
@@ -88,6 +88,8 @@ class Standby:
                 log.warning("standby partition %d: the changelog no longer holds offset %d: following it again "
                             "from its beginning", p, checkpoint.changelog)
                 start = 0
+            elif checkpoint.changelog < 0:  # nothing yet: from the last base on, as a take-up reads
+                start = max(0, await last_base(changelog, self.topic, p, await changelog.end_offset(self.topic, p)))
             readers[p] = ChangelogRule(checkpoint, start=start)
         stored = {p: reader.checkpoint.changelog for p, reader in readers.items()}
         flushed = {p: time.monotonic() for p in partitions}

@@ -18,6 +18,7 @@ from stream_app.offline.ledger import Ledger
 from stream_app.inputs import parse_match
 from stream_app.offline.sample import two_player_league
 from stream_app.settings import Settings
+from stream_app.stream import commit as commit_module
 from stream_app.stream import standby as standby_module
 from stream_app.stream.batch_loop import BatchLoop
 from stream_app.stream.changelog import Checkpoint
@@ -56,6 +57,9 @@ class MemoryTopicReader(KafkaTopicReader):
 
     async def first_records(self, wanted):
         return await self.memory.first_records(wanted)
+
+    async def end_offset(self, topic, partition):
+        return await self.memory.end_offset(topic, partition)
 
 
 class MemoryConsumer:
@@ -211,6 +215,23 @@ async def test_a_standby_left_behind_follows_through_a_base_its_tombstones_and_t
     assert store.checkpoint(0).offsets == owner.store.checkpoint(0).offsets
     gone = set(stopped) - set(tables(owner.store))  # keys the void deleted
     assert gone and not gone & set(tables(store))
+
+
+async def test_a_standby_with_nothing_yet_follows_from_the_last_base_on(memory, pair, monkeypatch):
+    """A standby on an empty store starts where the changelog's last checkpoint says the
+    last base is (the cleaner has not run), not at the beginning, and ends with the
+    owner's store."""
+    monkeypatch.setattr(commit_module, "BASE_SEARCH_STEP", 8)
+    owner, store, standby = pair
+    log = inputs(0)
+    await owner.apply_batch(log[:40])
+    await owner.committer.write_base(owner.partitions[0])
+    await owner.apply_batch(log[40:])  # its checkpoint names the base
+    based = owner.store.checkpoint(0).base
+    assert based > 40  # the first 40 entries and their marks before it
+    standby.follow([0])
+    await caught_up(store, owner)
+    assert standby.records == len(memory.logs[(CHANGELOG, 0)]) - based
 
 
 async def test_a_take_up_after_following_reads_only_the_changelog_past_the_standbys_checkpoint(memory, pair, tmp_path):

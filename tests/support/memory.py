@@ -122,6 +122,9 @@ class MemoryBroker:
         self.logs.clear()
         self.inputs.clear()
 
+    async def end_offset(self, topic: str, partition: int) -> int:
+        return len(self.logs[(topic, partition)])
+
     async def read(self, topic: str, partition: int, start: int, end: int) -> AsyncIterator[list[tuple[int, bytes, bytes]]]:
         """Records start..end-1 in chunks, as a consumer fetches them (all must exist)."""
         self.reads += 1
@@ -166,3 +169,6 @@ class CountingReader:
 
     async def first_records(self, wanted):
         return await self.broker.first_records(wanted)
+
+    async def end_offset(self, topic, partition):
+        return await self.broker.end_offset(topic, partition)
