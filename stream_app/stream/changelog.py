@@ -54,6 +54,7 @@ import struct
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
+import numpy as np
 import orjson
 
 ENTRY = 0x45  # b"E"
@@ -68,7 +69,10 @@ _MARK_HEAD = struct.Struct(">QQ")  # epoch, batch
 _OLD_ROW_HEAD = struct.Struct(">QQI")  # epoch, batch, length of the new value
 _DATA_KEY = struct.Struct(">BQQI")  # 0x01, epoch, batch, place in the batch
 _KEY_LENGTH = struct.Struct(">H")
-_PACKED_ROW = struct.Struct(">HI")  # key length, value length
+# Packed rows: their count, then each row's key and value lengths, then the keys and values
+# in turn. The lengths up front let a reader find every row's bounds at once (NumPy).
+_PACKED_COUNT = struct.Struct(">I")
+_PACKED_LENGTHS = np.dtype([("key", ">u2"), ("value", ">u4")])
 # About the bytes of a packed record: a base of a million keys is a few hundred records
 # (each a producer call and a tombstone later), far below Kafka's 1 MiB bound on a record.
 PACK_BYTES = 256 * 1024
@@ -170,17 +174,24 @@ class RecordWriter:
     def packed(self, rows: Iterable[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
         """Rows (keys in order, none deleted) as packed records of about PACK_BYTES each;
         `rows_packed` counts them."""
-        pack = _PACKED_ROW.pack
-        parts, size = [b"P", self.head], 0
+        parts: list[bytes] = []
+        size = 0
         for key, value in rows:
-            parts += (pack(len(key), len(value)), key, value)
-            size += _PACKED_ROW.size + len(key) + len(value)
-            self.rows_packed += 1
+            parts += (key, value)
+            size += _PACKED_LENGTHS.itemsize + len(key) + len(value)
             if size >= PACK_BYTES:
-                yield self._key(), b"".join(parts)
-                parts, size = [b"P", self.head], 0
-        if len(parts) > 2:
-            yield self._key(), b"".join(parts)
+                yield self._packed_record(parts)
+                parts, size = [], 0
+        if parts:
+            yield self._packed_record(parts)
+
+    def _packed_record(self, parts: list[bytes]) -> tuple[bytes, bytes]:
+        count = len(parts) // 2
+        lengths = np.empty(count, _PACKED_LENGTHS)
+        sizes = list(map(len, parts))
+        lengths["key"], lengths["value"] = sizes[0::2], sizes[1::2]
+        self.rows_packed += count
+        return self._key(), b"".join((b"P", self.head, _PACKED_COUNT.pack(count), lengths.tobytes(), *parts))
 
 
 def row_of(payload: memoryview | bytes) -> tuple[bytes, bytes | None]:
@@ -193,14 +204,15 @@ def row_of(payload: memoryview | bytes) -> tuple[bytes, bytes | None]:
 def rows_of(payload: memoryview | bytes) -> Iterator[tuple[bytes, bytes]]:
     """A packed record's payload: its rows, (local key, value), in key order."""
     data = bytes(payload)  # one copy; slices of bytes are then one step each
-    unpack = _PACKED_ROW.unpack_from
-    at, end = 0, len(data)
-    while at < end:
-        key_length, value_length = unpack(data, at)
-        at += _PACKED_ROW.size
-        value_at = at + key_length
-        yield data[at:value_at], data[value_at:value_at + value_length]
-        at = value_at + value_length
+    count = _PACKED_COUNT.unpack_from(data)[0]
+    lengths = np.frombuffer(data, _PACKED_LENGTHS, count, _PACKED_COUNT.size)
+    sizes = np.empty(2 * count, np.int64)
+    sizes[0::2], sizes[1::2] = lengths["key"], lengths["value"]
+    ends = np.cumsum(sizes)
+    ends += _PACKED_COUNT.size + lengths.nbytes
+    bounds = ends.tolist()
+    pieces = [data[start:end] for start, end in zip([_PACKED_COUNT.size + lengths.nbytes] + bounds, bounds)]
+    return zip(pieces[0::2], pieces[1::2])
 
 
 def checkpoint_record(epoch: int, batch: int, offsets: dict[str, int],

@@ -329,6 +329,10 @@ def test_packed_rows_come_back_in_order_from_records_of_about_pack_bytes_each():
     assert all(PACK_BYTES <= len(value) < PACK_BYTES + 1000 for _, value in records[:-1])
     assert [row for _, value in records for row in packed_rows(memoryview(value)[DATA_START:])] == rows
     assert list(RecordWriter(1, 1).packed(iter([]))) == []
+    # Changelogs outlive releases: the count, each row's two lengths, then keys and values in turn.
+    [(_, record)] = RecordWriter(3, 258).packed(iter([(b"pa", b"[1]"), (b"pb", b"")]))
+    head = bytes(7) + b"\x03" + bytes(6) + b"\x01\x02"
+    assert record == b"P" + head + b"\x00\x00\x00\x02" + b"\x00\x02\x00\x00\x00\x03\x00\x02\x00\x00\x00\x00" + b"pa[1]pb"
 
 
 def test_a_base_its_owner_did_not_finish_changes_nothing():
