@@ -323,7 +323,8 @@ class Committer:
     async def write_base(self, state: PartitionTransaction) -> None:
         """The owner's committed state as the changelog's new base, between two batches:
         a start of the next batch, every local key as packed rows, its checkpoint (the
-        form of a write-back, in the owner's epoch). Its checkpoints after name it.
+        form of a write-back, in the owner's epoch), then an empty batch's checkpoint
+        that names it, so that it is the log's last checkpoint until the next batch's.
         A reader that gets to the checkpoint replaces its state by the rows; one that
         does not (a crash, a fence between) keeps what it had. Once the checkpoint is
         acknowledged, the records before the start are void: `clean` sends tombstones
@@ -333,13 +334,21 @@ class Committer:
         epoch, batch = before.epoch, before.batch + 1
         writer = RecordWriter(epoch, batch)
         rows = writer.packed(self.store.scan_range(partition, b"\x01", b"\xff" * 8))
-        mark = checkpoint_record(epoch, batch, before.offsets, before.fingerprints)
+        # Its own checkpoint names the base before it: whether this one counts is known only
+        # once it has landed with nothing of a newer owner between.
+        mark = checkpoint_record(epoch, batch, before.offsets, before.fingerprints, before.base)
         try:
             start_at = await self._send(state, chain([start_record(epoch, batch)], rows, [mark]))
         finally:
             rows.close()  # a send that failed part-way: the store's iterator goes now, not with the traceback
         after = Checkpoint(epoch, batch, dict(before.offsets), state.changelog_next - 1, dict(before.fingerprints),
                            base=start_at, cleaned=before.cleaned, tombstones=before.tombstones)
+        self.store.write(partition, {}, after)
+        state.checkpointed(after)
+        # A take-up onto an empty directory finds the base from the log's last checkpoint,
+        # even if this owner is gone before its next batch: an empty batch names it now.
+        await self._send(state, [checkpoint_record(epoch, batch + 1, after.offsets, after.fingerprints, start_at)])
+        after = replace(after, batch=batch + 1, changelog=state.changelog_next - 1)
         self.store.write(partition, {}, after)
         state.checkpointed(after)
         self._keys[partition] = writer.rows_packed

@@ -26,8 +26,8 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
-from stream_app.stream.changelog import (DATA_START, ROWS, ChangelogRule, checkpoint_record, fence_record, mark_of,
-                                         rows_of)
+from stream_app.stream.changelog import (DATA_START, ROWS, START, ChangelogRule, checkpoint_payload, checkpoint_record,
+                                         fence_record, mark_of, rows_of)
 from stream_app.stream import commit as commit_module
 from stream_app.stream.commit import (ENTRY_TAKE_UP_SECONDS, ROW_TAKE_UP_SECONDS, Committer, Fenced,
                                       store_committed)
@@ -829,7 +829,11 @@ async def test_a_crash_between_a_base_and_its_tombstones_loses_nothing_and_the_n
     based_at = store.checkpoint(partition)
     assert based_at.cleaned == 0 and based_at.base > 0 and based_at.entries == 0  # the base is committed, nothing cleaned
     base = [value for _, _, value in broker.records(CHANGELOG, partition)
-            if value[0] == ROWS and mark_of(value)[1:] == (based_at.epoch, based_at.batch)]
+            if value[0] == ROWS and mark_of(value)[1:] == (based_at.epoch, based_at.batch - 1)]
+    # Its start is where the log's last checkpoint, an empty batch's, says the base is.
+    *_, (last_at, _, last) = broker.records(CHANGELOG, partition)
+    assert last_at == based_at.changelog and checkpoint_payload(last)[2] == based_at.base
+    assert mark_of(broker.records(CHANGELOG, partition)[based_at.base][2]) == (START, based_at.epoch, based_at.batch - 1)
     assert [key for value in base for key, _ in rows_of(value[DATA_START:])] == [  # every local key, in order
         key for key, _ in store.scan_range(partition, b"\x01", b"\xff" * 8)]
     assert not any(value is None for p in log for _, _, value in broker.records(CHANGELOG, p))
