@@ -165,8 +165,7 @@ class Committer:
                 raise StartedOver(f"changelog partition {partition}: a fence landed at offset {fence_at}, "
                                   f"below the local checkpoint's {reader.position - 1}")
             if reader.position == 0 and local.changelog < 0:  # an empty directory: from the last base on
-                reader = ChangelogRule(local, start=max(0, await last_base(self.changelog, self.topic, partition,
-                                                                             fence_at)))
+                reader = ChangelogRule(local, start=await last_base(self.changelog, self.topic, partition, fence_at))
                 read_from = reader.position
             await self.read_changelog(partition, reader, fence_at + 1)
             if reader.checkpoint.changelog == fence_at:  # the rule accepted our fence
@@ -444,10 +443,10 @@ async def holds(changelog: TopicReader, topic: str, partition: int, checkpoint: 
 
 
 async def last_base(changelog: TopicReader, topic: str, partition: int, end: int) -> int:
-    """The offset of the start named by the changelog's last checkpoint before `end` (-1:
-    none). Everything before a completed start is void, so a reader with no state (a
-    take-up onto an empty directory, a standby's first following) reads from there what
-    it would read from the beginning. The log is read backwards in growing steps: the
+    """Where a reader with no state (a take-up onto an empty directory, a standby's first
+    following) starts: the start named by the changelog's last checkpoint before `end`,
+    or 0 if it names none. Everything before a completed start is void, so the reader
+    reads from there what it would read from the beginning. The log is read backwards in growing steps: the
     last checkpoint is near its end, and the steps read a base's rows only when the base
     is the last thing written."""
     step = BASE_SEARCH_STEP
@@ -459,9 +458,9 @@ async def last_base(changelog: TopicReader, topic: str, partition: int, end: int
                 if value is not None and value[0] == CHECKPOINT:
                     last = value
         if last is not None:
-            return checkpoint_payload(last)[2]
+            return max(0, checkpoint_payload(last)[2])
         end, step = start, 2 * step
-    return -1
+    return 0
 
 
 def transaction(store: LocalStore, partition: int, checkpoint: Checkpoint, tables: Tables) -> PartitionTransaction:

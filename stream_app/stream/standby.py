@@ -89,7 +89,7 @@ class Standby:
                             "from its beginning", p, checkpoint.changelog)
                 start = 0
             elif checkpoint.changelog < 0:  # nothing yet: from the last base on, as a take-up reads
-                start = max(0, await last_base(changelog, self.topic, p, await changelog.end_offset(self.topic, p)))
+                start = await last_base(changelog, self.topic, p, await changelog.end_offset(self.topic, p))
             readers[p] = ChangelogRule(checkpoint, start=start)
         stored = {p: reader.checkpoint.changelog for p, reader in readers.items()}
         flushed = {p: time.monotonic() for p in partitions}

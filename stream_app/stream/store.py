@@ -111,12 +111,8 @@ class LocalStore:
     def checkpoint(self, partition: int) -> Checkpoint:
         return Checkpoint.decode(self.get(partition, CHECKPOINT_KEY))
 
-    def write(self, partition: int, rows: dict[bytes, bytes | None], checkpoint: Checkpoint, wipe: bool = False) -> None:
-        """Rows (None: delete the key) and their checkpoint, in one atomic write; with
-        `wipe`, every key is deleted first. That is a write of its own: between the two
-        the partition is empty, and an empty store reads its changelog from the start."""
-        if wipe:
-            self.wipe(partition)
+    def write(self, partition: int, rows: dict[bytes, bytes | None], checkpoint: Checkpoint) -> None:
+        """Rows (None: delete the key) and their checkpoint, in one atomic write."""
         if sum(map(len, filter(None, rows.values()))) >= INGEST_BYTES:
             self._ingest(partition, ((key, rows[key]) for key in sorted(rows)), checkpoint)
             return
@@ -137,8 +133,8 @@ class LocalStore:
 
     def replace(self, partition: int, rows: Iterable[tuple[bytes, bytes]], checkpoint: Checkpoint) -> None:
         """Every key of the partition replaced by `rows` (keys in increasing order) and
-        the checkpoint: a wipe, then one table file ingested (between the two the
-        partition is empty, as after `write` with `wipe`)."""
+        the checkpoint: a wipe, then one table file ingested. Between the two the
+        partition is empty, and an empty store reads its changelog from the start."""
         self.wipe(partition)
         self._ingest(partition, rows, checkpoint)
 
