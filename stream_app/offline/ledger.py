@@ -33,7 +33,7 @@ class Ledger:
         self.config = config or LeagueConfig.defaults()
         self.memory = MemoryPartition(tables_for(self.config))
         # The standings of leagues with tiers are kept up to date, as the worker does.
-        self.tables = PartitionLeagues(self.memory, self.config, boards={}, keeps_history=keep_history)
+        self.tables = PartitionLeagues(self.memory, self.config, standings={}, keeps_history=keep_history)
         self.keeps_history = keep_history
         self.views: dict[str, tuple[int, Any]] = {}  # name -> (the tables' writes then, the view)
         self.applied = 0

@@ -28,7 +28,7 @@ class PartitionLeagues:
     """The leagues of one partition, as apply.apply reads and writes them, over the
     storage port (the stream's transaction, the replay's memory)."""
 
-    def __init__(self, state: Storage, config: LeagueConfig, boards: dict[str, Standings] | None = None,
+    def __init__(self, state: Storage, config: LeagueConfig, standings: dict[str, Standings] | None = None,
                  keeps_history: bool = True):
         self.state = state
         self.config = config
@@ -42,7 +42,7 @@ class PartitionLeagues:
         self.keys: dict[str, bytes] = {}
         # The standings of the partition's leagues with tiers, kept between batches by the
         # record handler (None: nothing published from here: a take-up, a standby).
-        self.boards = boards
+        self.standings_by_league = standings
         self.rerating: set[str] = set()  # leagues whose re-rate is in progress (put_job keeps it)
 
     # -- applying at the end of the log ----------------------------------------------------
@@ -99,22 +99,22 @@ class PartitionLeagues:
         return [(key[len(prefix):].decode(), record) for key, record in self.state.scan(PLAYERS, prefix, prefix_end(prefix))]
 
     def standings(self, league: str, rule: LeagueRule) -> Standings | None:
-        boards = self.boards
-        if boards is None:
+        by_league = self.standings_by_league
+        if by_league is None:
             return None
-        board = boards.get(league)
-        if board is None:
-            board = boards[league] = build_standings(rule, self.league(league), self.league_players(league, rule.system))
-        return board
+        found = by_league.get(league)
+        if found is None:
+            found = by_league[league] = build_standings(rule, self.league(league), self.league_players(league, rule.system))
+        return found
 
     def forget_standings(self, league: str) -> None:
-        if self.boards is not None:
-            self.boards.pop(league, None)
+        if self.standings_by_league is not None:
+            self.standings_by_league.pop(league, None)
 
     def forget_all_standings(self) -> None:
         """A record failed half way: any league's standings may be off; built again when asked."""
-        if self.boards is not None:
-            self.boards.clear()
+        if self.standings_by_league is not None:
+            self.standings_by_league.clear()
 
     def seasons(self, league: str) -> list[dict[str, Any]]:
         prefix = league_prefix(league)
