@@ -51,6 +51,13 @@ class Storage(Protocol):
 
     def put(self, table: str, key: bytes, value: Any) -> None: ...
 
+    def get_many(self, table: str, keys: list[bytes]) -> list[Any]:
+        """`get` of each key, in order: one call for a match's players, where a round of
+        thousands spends more in the calls than in the reads."""
+
+    def put_many(self, table: str, items: list[tuple[bytes, Any]]) -> None:
+        """`put` of each (key, value), in order; no value is None (no deletes)."""
+
     def scan(self, table: str, start: bytes, end: bytes, limit: int | None = None,
              raw: bool = False) -> list[tuple[bytes, Any]]:
         """The (key, value) in [start, end), in key order (the first `limit`). With

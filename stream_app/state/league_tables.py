@@ -61,13 +61,11 @@ class PartitionLeagues:
         return place if place is None or type(place) is not bytes else {"key": place.hex()}
 
     def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
-        get = self.state.get
-        keys = self.keys = {}
-        found: list[PlayerRecord | None] = []
-        for name in names:
-            key = keys[name] = player_key(league, name)
-            found.append(get(PLAYERS, key))
-        return found
+        known = self.league_keys
+        prefix = (known[league] if league in known else self._league_keys(league))[1]
+        keys = [prefix + name.encode() for name in names]
+        self.keys = dict(zip(names, keys))
+        return self.state.get_many(PLAYERS, keys)
 
     def save(self, applied: Applied) -> None:
         match, place = applied.match, applied.place
@@ -76,9 +74,8 @@ class PartitionLeagues:
         keys = self.keys
         for name, record in applied.snapshots:
             self.put_snapshot(league, place.boundary, name, record)
-        for change, record in zip(applied.changes, applied.records):
-            name = change.player
-            put(PLAYERS, keys[name] if name in keys else player_key(league, name), record)
+        self.state.put_many(PLAYERS, [(keys[c.player] if c.player in keys else player_key(league, c.player), record)
+                                      for c, record in zip(applied.changes, applied.records)])
         known = self.league_keys
         league_key, prefix = known[league] if league in known else self._league_keys(league)
         if place.new:

@@ -28,6 +28,17 @@ class MemoryPartition:
         values = self.values[table]
         return values[key] if key in values else None  # (no call: the replay's calls a match are counted)
 
+    def get_many(self, table: str, keys: list[bytes]) -> list[Any]:
+        return list(map(self.values[table].get, keys))
+
+    def put_many(self, table: str, items: list[tuple[bytes, Any]]) -> None:
+        self.writes += len(items)
+        values = self.values[table]
+        held = len(values)
+        values.update(items)
+        if len(values) != held:  # a key came (none goes: no value is None)
+            self.stale[table] = True
+
     def put(self, table: str, key: bytes, value: Any) -> None:
         self.writes += 1
         values = self.values[table]

@@ -117,6 +117,15 @@ class PartitionTransaction:
             return read[item]
         return self._read(item)
 
+    def get_many(self, table: str, keys: list[bytes]) -> list[Any]:
+        overlay = self.overlay
+        read = self.cache if table in self.tables.cached else self.reads
+        found = []
+        for key in keys:  # `get`'s steps, without a call a key on a hit
+            item = (table, key)
+            found.append(overlay[item] if item in overlay else read[item] if item in read else self._read(item))
+        return found
+
     def committed_value(self, item: tuple[str, bytes]) -> Any:
         """The value of a (table, key) as of the last checkpoint (None: none)."""
         read = self.cache if item[0] in self.tables.cached else self.reads
@@ -144,6 +153,15 @@ class PartitionTransaction:
         if self.journal is not None:
             self.journal.append((item, self.overlay.get(item, _MISSING)))
         self.overlay[item] = value
+
+    def put_many(self, table: str, items: list[tuple[bytes, Any]]) -> None:
+        overlay = self.overlay
+        journal = self.journal
+        for key, value in items:
+            item = (table, key)
+            if journal is not None:
+                journal.append((item, overlay.get(item, _MISSING)))
+            overlay[item] = value
 
     def savepoint(self, journal: bool) -> None:
         """Where `rollback` goes back to, set before each input record is applied; with

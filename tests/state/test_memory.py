@@ -45,12 +45,20 @@ def test_writes_and_reads_match_the_transactions(seed):
         table = LEAGUES  # JSON values as they are
         key = rng.choice(keys)
         move = rng.random()
-        if move < 0.5:
+        if move < 0.4:
             value = None if rng.random() < 0.3 else {"n": step}
             memory.put(table, key, value)
             state.put(table, key, value)
-        elif move < 0.8:
+        elif move < 0.5:  # several at once, as a match's players are written (no deletes)
+            items = [(k, {"n": step, "i": i}) for i, k in enumerate(rng.sample(keys, rng.randrange(1, 5)))]
+            memory.put_many(table, items)
+            state.put_many(table, items)
+        elif move < 0.7:
             assert memory.get(table, key) == state.get(table, key)
+        elif move < 0.8:
+            several = rng.sample(keys, rng.randrange(1, 5))
+            assert memory.get_many(table, several) == state.get_many(table, several) == [
+                memory.get(table, k) for k in several]
         elif move < 0.95:
             start, end = sorted(rng.sample(keys, 2))
             limit = rng.choice((1, 3, 10))

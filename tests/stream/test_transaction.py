@@ -86,6 +86,17 @@ def test_a_rollback_undoes_the_writes_and_the_records_since_the_savepoint():
     assert state.get(PLAYERS, b"l\x1fa") == {"rating": 4.0} and len(state.recorded) == 2
 
 
+def test_a_rollback_undoes_what_put_many_wrote_and_keeps_what_was_there():
+    state = PartitionTransaction(0, Checkpoint(epoch=1), lambda key: None, TABLES)
+    state.savepoint(journal=True)
+    state.put(PLAYERS, b"l\x1fa", {"rating": 1.0})
+    state.savepoint(journal=True)
+    state.put_many(PLAYERS, [(b"l\x1fa", {"rating": 2.0}), (b"l\x1fb", {"rating": 3.0})])
+    assert state.get_many(PLAYERS, [b"l\x1fb", b"l\x1fa", b"l\x1fc"]) == [{"rating": 3.0}, {"rating": 2.0}, None]
+    state.rollback()
+    assert state.get_many(PLAYERS, [b"l\x1fa", b"l\x1fb"]) == [{"rating": 1.0}, None]
+
+
 def test_the_cache_of_committed_players_starts_over_past_its_bytes(monkeypatch):
     from stream_app.stream import transaction as transaction_module
 
