@@ -127,6 +127,20 @@ floor = 980
     assert min(state.rating for state in ledger.leagues["f"].values()) >= 980.0
 
 
+@pytest.mark.parametrize("algorithm", ["elo-mmr", "elo-mmx"])
+def test_a_floored_change_publishes_the_display_rating_of_its_floored_rating(algorithm):
+    config = LeagueConfig.from_toml(f"""
+[leagues."f"]
+algorithm = "{algorithm}"
+floor = 1490
+""")
+    _, events, _ = run(monthly_league("f", 1, seed=3), config)
+    floored = [e for e in events if e["rating_after"] == 1490.0]
+    assert len(floored) > 3
+    for event in events:
+        assert event["display_rating"] == event["rating_after"] - 3.0 * (event["uncertainty"] - 80.0), event
+
+
 SEASONED = """
 [default]
 algorithm = "elo"

@@ -330,6 +330,26 @@ def test_public_and_extras():
     assert make_system("elo-mmr", {"sig_limit": 100.0}).initial_state().display_rating == 1500.0 - 3 * 250.0
 
 
+@pytest.mark.parametrize("name", ["elo-mmr", "elo-mmx"])
+def test_each_change_of_a_round_has_its_own_extras(name):
+    """Extras are made when asked: each change's from its own states, its performance the
+    centre of the factor the round added (Elo-MMR) or its own (Elo-MMX)."""
+    system = make_system(name, FAST)
+    rows = [(f"p{i}", 1 + i // 2) for i in range(300)]
+    before = [c.after for c in system.rate(round_match(rows), [system.initial_state()] * 300)]
+    changes = system.rate(round_match(rows), before)
+    performances = []
+    for change, prior in zip(changes, before):
+        extras = change.extras
+        assert change.before is prior
+        assert extras == {"uncertainty": change.after.sigma, "uncertainty_before": prior.sigma,
+                          "display_rating": change.after.display_rating, "performance": extras["performance"]}
+        if name == "elo-mmr":
+            assert extras["performance"] == change.after.perfs[-1]
+        performances.append(extras["performance"])
+    assert len(set(performances)) > 100 and performances[0] > performances[-1]
+
+
 def test_time_gaps_add_drift():
     system = make_system("elo-mmr", {"drift_per_day": 100.0})
     rows = [("a", 1), ("b", 2)]

@@ -12,17 +12,15 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from ..base import RatingChange
 from ..numeric import solve_decreasing
 from .kernels import TANH_MULTIPLIER, PosteriorSlope, WindowSlope, hermite, ranges, segment_sum, tanh_sums
 from .params import EloMmrParams
 from .state import FACTOR_BYTES, MmrState
-from .system import DENSE_LIMIT, REL_TOL, EloMmrBase, nothing
+from .system import DENSE_LIMIT, REL_TOL, EloMmrBase, MmrChange, nothing
 
 _HISTORY = attrgetter("history")
 _MATCHES = attrgetter("matches")
 _LAST_TIME = attrgetter("last_time")
-_SIGMA = attrgetter("sigma")
 _PLAYER = attrgetter("player")
 # Below this the scale is folded into the stored weights (after ~700 rounds
 # with the defaults, where each round decays the weights by about 0.69).
@@ -291,9 +289,8 @@ class EloMmr(EloMmrBase):
         new_mu, (buf, sig_l, perf_l) = self.split_rows(solve, n, len(k_p), histories)
         gmu_l, gsig_l, scale_l = post.lists
         mu_l = new_mu.tolist()
-        shown_l = (new_mu - 3.0 * (new_sig - p.sig_limit)).tolist()
         return _build_changes(
-            match.participants, before, mu_l, sig_l, gmu_l, gsig_l, post.bounds, scale_l, shown_l, perf_l, buf, match.time,
+            match.participants, before, mu_l, sig_l, gmu_l, gsig_l, post.bounds, scale_l, perf_l, buf, match.time,
             p.sig_limit
         )
 
@@ -309,7 +306,7 @@ def _rank_guess(mu: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return np.interp(0.5 * (lo + hi), np.arange(n), desc)
 
 
-def _build_changes(parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, shown_l, perf_l, buf, t, sig_limit):
+def _build_changes(parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, perf_l, buf, t, sig_limit):
     """The round's changes: each participant's new state, its history a slice of `buf`.
     Built a column at a time (map and comprehensions): a round of thousands spends
     less in the interpreter's loop than with one loop body per participant."""
@@ -317,6 +314,4 @@ def _build_changes(parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, s
     matches = [k + 1 for k in map(_MATCHES, before)]
     times = map(_LAST_TIME, before) if t is None else repeat(t)
     after = map(MmrState, mu_l, sig_l, matches, gmu_l, gsig_l, histories, scale_l, times, repeat(sig_limit))
-    extras = [{"uncertainty": sg, "uncertainty_before": sb, "display_rating": shown, "performance": pf}
-              for sg, sb, shown, pf in zip(sig_l, map(_SIGMA, before), shown_l, perf_l)]
-    return list(map(RatingChange, map(_PLAYER, parts), before, after, extras))
+    return list(map(MmrChange, map(_PLAYER, parts), before, after, perf_l))

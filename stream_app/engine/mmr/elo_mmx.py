@@ -8,12 +8,12 @@ from operator import attrgetter
 
 import numpy as np
 
-from ..base import RatingChange, team_members
+from ..base import team_members
 from ..numeric import solve_decreasing
 from .kernels import BLOCK_CELLS, INV_SQRT2, SQRT_2_OVER_PI, erfcx, inverse_mills
 from .params import EloMmxParams
 from .state import MmrState
-from .system import DENSE_LIMIT, EloMmrBase, change_extras, nothing
+from .system import DENSE_LIMIT, EloMmrBase, MmrChange, nothing
 from .terms import Terms
 
 _WEIGHT = attrgetter("weight")
@@ -125,7 +125,7 @@ class EloMmx(EloMmrBase):
                 last_time=s.last_time if t is None else t,
                 sig_limit=p.sig_limit,
             )
-            changes.append(RatingChange(x.player, s, after, change_extras(s, after, perf_l[i])))
+            changes.append(MmrChange(x.player, s, after, perf_l[i]))
         return changes
 
     # ---- a round between teams ----

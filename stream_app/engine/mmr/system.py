@@ -55,11 +55,27 @@ def _gather(states: Sequence[Any], names: tuple[str, ...]) -> np.ndarray:
     return flat.reshape(n, k).T.copy()
 
 
-def change_extras(before: MmrState, after: MmrState, performance: float | None) -> dict[str, Any]:
-    extras = {"uncertainty": after.sigma, "uncertainty_before": before.sigma, "display_rating": after.display_rating}
-    if performance is not None:
-        extras["performance"] = performance
-    return extras
+class MmrChange(RatingChange[MmrState]):
+    """A change whose extras are made when asked (an event asks; a replay does not), so
+    a round of thousands makes no dict a participant. `performance`: None in a round
+    without an outcome."""
+
+    __slots__ = ("performance",)
+
+    def __init__(self, player: str, before: MmrState, after: MmrState, performance: float | None) -> None:
+        self.player = player
+        self.before = before
+        self.after = after
+        self.performance = performance
+
+    @property  # type: ignore[override]
+    def extras(self) -> dict[str, Any]:
+        after = self.after
+        extras = {"uncertainty": after.sigma, "uncertainty_before": self.before.sigma,
+                  "display_rating": after.display_rating}
+        if self.performance is not None:
+            extras["performance"] = self.performance
+        return extras
 
 
 class EloMmrBase(RatingSystem[MmrState]):
@@ -101,7 +117,7 @@ class EloMmrBase(RatingSystem[MmrState]):
             changes = []
             for x, s in zip(match.participants, before):
                 after = replace(s, matches=s.matches + 1)
-                changes.append(RatingChange(x.player, s, after, change_extras(s, after, None)))
+                changes.append(MmrChange(x.player, s, after, None))
             return changes
         lo = np.searchsorted(np.sort(ranks), ranks, side="left").astype(np.int64)  # 0-based place
 
