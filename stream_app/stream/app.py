@@ -253,7 +253,7 @@ class WorkerApp:
             except Exception as exc:  # the broker went away while reading: the partitions' stores keep what was read
                 log.warning("taking partitions up failed (%s): trying again in %.0f s", exc, delay)
                 self.batches.trouble = f"taking partitions up failed: {exc}"
-                self.batches.abandon()
+                self.batches.forget()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
 

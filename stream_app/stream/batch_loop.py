@@ -82,12 +82,12 @@ class BatchLoop:
                     await self.apply_batch(records)
                 delay = RETRY_SECONDS
             except Paused:
-                self.abandon()  # taken up anew, and the re-rate resumed, when input resumes
+                self.forget()  # taken up anew, and the re-rate resumed, when input resumes
             except Exception as exc:
                 # The batch's writes stay uncommitted (stream/transaction.py): take the partitions
                 # up anew and read input again from their checkpoints, after a back-off.
                 self.failures += 1
-                self.abandon()
+                self.forget()
                 if isinstance(exc, StartedOver):
                     log.warning("%s: the partitions are taken up anew in %.0f s", exc, delay)
                 else:
@@ -116,7 +116,7 @@ class BatchLoop:
                 self.trouble = None
                 return
             except Exception as exc:
-                self.abandon()
+                self.forget()
                 self.trouble = f"taking partitions up failed: {exc}"
                 delay = min(delay * 2, RETRY_MAX_SECONDS)
                 log.warning("taking the partitions up again failed (%s): again in %.0f s", exc, delay)
@@ -324,9 +324,9 @@ class BatchLoop:
         if not await self.intake.pause(self.settings.stop_timeout):
             log.warning("the batch in progress did not finish in %.0f s: cancelling it", self.settings.stop_timeout)
             await self._cancel()
-        self.abandon()
+        self.forget()
 
-    def abandon(self) -> None:
+    def forget(self) -> None:
         """Forget the partitions' states: each is taken up anew (a new epoch) before
         its next batch, which leaves whatever a failed or cancelled batch wrote
         uncommitted."""

@@ -153,55 +153,55 @@ class Committer:
     async def _take_up(self, partition: int) -> PartitionTransaction:
         started = time.perf_counter()
         local = self.store.checkpoint(partition)
-        reader = ChangelogRule(local)
+        rule = ChangelogRule(local)
         if local.changelog >= 0 and not await holds(self.changelog, self.topic, partition, local):
-            reader = await self._start_over(partition, local)
-        epoch = reader.checkpoint.epoch + 1
-        read_from, records_before = reader.position, self.take_up_records
+            rule = await self._start_over(partition, local)
+        epoch = rule.checkpoint.epoch + 1
+        read_from, records_before = rule.position, self.take_up_records
         while True:
             [ack] = await self.sender.send(self.topic, partition, [fence_record(epoch)])
             _, fence_at = await ack
-            if fence_at < reader.position:  # it started over since the check above
+            if fence_at < rule.position:  # it started over since the check above
                 raise StartedOver(f"changelog partition {partition}: a fence landed at offset {fence_at}, "
-                                  f"below the local checkpoint's {reader.position - 1}")
-            if reader.position == 0 and local.changelog < 0:  # an empty directory: from the last base on
-                reader = ChangelogRule(local, start=await last_base(self.changelog, self.topic, partition, fence_at))
-                read_from = reader.position
-            await self.read_changelog(partition, reader, fence_at + 1)
-            if reader.checkpoint.changelog == fence_at:  # the rule accepted our fence
+                                  f"below the local checkpoint's {rule.position - 1}")
+            if rule.position == 0 and local.changelog < 0:  # an empty directory: from the last base on
+                rule = ChangelogRule(local, start=await last_base(self.changelog, self.topic, partition, fence_at))
+                read_from = rule.position
+            await self.read_changelog(partition, rule, fence_at + 1)
+            if rule.checkpoint.changelog == fence_at:  # the rule accepted our fence
                 break
-            epoch = reader.checkpoint.epoch + 1
+            epoch = rule.checkpoint.epoch + 1
         took = time.perf_counter() - started
         observe.TAKE_UP_SECONDS.observe(took)
         if took >= 1.0:  # a restart on its own directory reads a few records: not worth a line
             log.info("changelog partition %d taken up at epoch %d: %d records from offset %d on in %.2f s",
                      partition, epoch, self.take_up_records - records_before, read_from, took)
         self.on_take_up(partition)
-        return transaction(self.store, partition, reader.checkpoint, self.tables)  # at our fence
+        return transaction(self.store, partition, rule.checkpoint, self.tables)  # at our fence
 
-    async def read_changelog(self, partition: int, reader: ChangelogRule, end: int) -> None:
-        """Feed the reader the changelog up to `end` (exclusive), storing what it commits."""
-        counted = reader.position
-        async for records in self.changelog.read(self.topic, partition, reader.position, end):
+    async def read_changelog(self, partition: int, rule: ChangelogRule, end: int) -> None:
+        """Feed the rule the changelog up to `end` (exclusive), storing what it commits."""
+        counted = rule.position
+        async for records in self.changelog.read(self.topic, partition, rule.position, end):
             for offset, key, value in records:
-                reader.feed(offset, key, value)
-                if reader.wipe:  # a base or a write-back completed: its rows are stored alone, as they are
-                    counted = self._store_part(partition, reader, counted)
-            if len(reader.records) >= FLUSH_RECORDS:
-                counted = self._store_part(partition, reader, counted)
-        self._store_part(partition, reader, counted)
-        observe.FENCED_RECORDS.inc(reader.fenced)
-        self.fenced += reader.fenced
-        reader.fenced = 0
+                rule.feed(offset, key, value)
+                if rule.wipe:  # a base or a write-back completed: its rows are stored alone, as they are
+                    counted = self._store_part(partition, rule, counted)
+            if len(rule.records) >= FLUSH_RECORDS:
+                counted = self._store_part(partition, rule, counted)
+        self._store_part(partition, rule, counted)
+        observe.FENCED_RECORDS.inc(rule.fenced)
+        self.fenced += rule.fenced
+        rule.fenced = 0
 
-    def _store_part(self, partition: int, reader: ChangelogRule, counted: int) -> int:
-        """What the reader committed, into the local store; the records read since
+    def _store_part(self, partition: int, rule: ChangelogRule, counted: int) -> int:
+        """What the rule committed, into the local store; the records read since
         `counted` are counted once stored (a take-up killed part-way goes on from there).
         Returns the position counted up to."""
-        store_committed(self.store, partition, reader, self.tables, self.derive)
-        self.take_up_records += reader.position - counted
-        observe.TAKE_UP_RECORDS.inc(reader.position - counted)
-        return reader.position
+        store_committed(self.store, partition, rule, self.tables, self.derive)
+        self.take_up_records += rule.position - counted
+        observe.TAKE_UP_RECORDS.inc(rule.position - counted)
+        return rule.position
 
     async def _start_over(self, partition: int, local: Checkpoint) -> ChangelogRule:
         """The changelog no longer holds the local checkpoint. If a newer owner wrote a
@@ -228,9 +228,9 @@ class Committer:
             self._note_started_over(partition, local, end, "replaced by a newer start")
             # The local state stands until that start completes; what it cleaned was another log.
             return ChangelogRule(replace(local, base=-1, entries=0, cleaned=0, tombstones=0), start=start_at)
-        reader = await self._write_back(partition, local, newest + 1)
+        rule = await self._write_back(partition, local, newest + 1)
         self._note_started_over(partition, local, end, "local state written back")
-        return reader
+        return rule
 
     async def _write_back(self, partition: int, local: Checkpoint, epoch: int) -> ChangelogRule:
         """A start of `epoch`, then every local row as one batch and its checkpoint:
@@ -324,7 +324,7 @@ class Committer:
         a start of the next batch, every local key as packed rows, its checkpoint (the
         form of a write-back, in the owner's epoch), then an empty batch's checkpoint
         that names it, so that it is the log's last checkpoint until the next batch's.
-        A reader that gets to the checkpoint replaces its state by the rows; one that
+        A rule that gets to the checkpoint replaces its state by the rows; one that
         does not (a crash, a fence between) keeps what it had. Once the checkpoint is
         acknowledged, the records before the start are void: `clean` sends tombstones
         for them, and a compacted topic then holds the base and what follows it."""
@@ -443,9 +443,9 @@ async def holds(changelog: TopicReader, topic: str, partition: int, checkpoint: 
 
 
 async def last_base(changelog: TopicReader, topic: str, partition: int, end: int) -> int:
-    """Where a reader with no state (a take-up onto an empty directory, a standby's first
+    """Where a rule with no state (a take-up onto an empty directory, a standby's first
     following) starts: the start named by the changelog's last checkpoint before `end`,
-    or 0 if it names none. Everything before a completed start is void, so the reader
+    or 0 if it names none. Everything before a completed start is void, so the rule
     reads from there what it would read from the beginning. The log is read backwards in growing steps: the
     last checkpoint is near its end, and the steps read a base's rows only when the base
     is the last thing written."""
@@ -469,13 +469,13 @@ def transaction(store: LocalStore, partition: int, checkpoint: Checkpoint, table
                                 lambda start, end: store.scan_range(partition, start, end))
 
 
-def store_committed(store: LocalStore, partition: int, reader: ChangelogRule, tables: Tables, derive: Derive) -> None:
-    """What the reader committed since it was last taken, into the local store in one
+def store_committed(store: LocalStore, partition: int, rule: ChangelogRule, tables: Tables, derive: Derive) -> None:
+    """What the rule committed since it was last taken, into the local store in one
     write with its checkpoint: each row as it is, each entry's local writes made
     again, in the changelog's order (after a wipe, if a start completed)."""
-    records, checkpoint, wipe = reader.take()
+    records, checkpoint, wipe = rule.take()
     if wipe and all(kind == ROWS for kind, _ in records):
-        # A base or a write-back taken alone (the readers store it as soon as it completes):
+        # A base or a write-back taken alone (a take-up and a standby store it as soon as it completes):
         # its rows, in key order, replace the partition's as one table file, with no dict between.
         store.replace(partition, chain.from_iterable(rows_of(payload) for _, payload in records), checkpoint)
         return

@@ -1,5 +1,5 @@
 """What the API reads: committed records, a player's history, and each league's
-standings (stream_app/standings.py), kept up to date as batches commit.
+standings (stream_app/standings.py), brought up to date as batches commit.
 
 Reads see committed state only: the local store holds each partition's last
 checkpoint (stream/store.py), never a batch in progress.
@@ -10,7 +10,7 @@ requests and applying batches meanwhile. The build reads a RocksDB iterator,
 which sees the store as it was when the build began; the commits made while it
 runs are queued and applied after it, in order. From then on every commit of
 the league's partition moves its changed players (`committed`). A take-up of
-the partition (its state may have been replaced from the changelog) drops them.
+the partition (its state may have been replaced from the changelog) forgets them.
 """
 
 from __future__ import annotations
@@ -31,16 +31,16 @@ from ..state.tables import (FINALS, HISTORY, KEY_SEP, LAST_TIME, LEAGUES, LOG, M
                      store_key)
 from .store import LocalStore
 
-STANDINGS_KEPT = 64  # leagues whose standings are kept (least recently read dropped first)
+STANDINGS_HELD = 64  # leagues whose standings are held (the least recently read forgotten first)
 BUILD_CHUNK = 2_000  # players read between two yields to the event loop while standings are built
 _TOP = b"\xff" * 8  # above every history key's seq
 
 
-class StandingsDropped(Exception):
-    """The standings were dropped while being built (a take-up of their partition)."""
+class StandingsForgotten(Exception):
+    """The standings were forgotten while being built (a take-up of their partition)."""
 
 
-class _Kept:
+class _HeldStandings:
     """One league's standings, or their build in progress."""
 
     __slots__ = ("partition", "standings", "pending", "ready", "revision")
@@ -48,7 +48,7 @@ class _Kept:
     def __init__(self, partition: int, standings: Standings, revision: int):
         self.partition = partition
         self.standings = standings
-        self.revision = revision  # the league's re-rates when the build began: a re-rate drops them
+        self.revision = revision  # the league's re-rates when the build began: a re-rate forgets them
         self.pending: list[tuple[str, Any]] | None = []  # commits during the build: ("player", (name, standing)) or ("latest", t)
         self.ready: asyncio.Future = asyncio.get_running_loop().create_future()
 
@@ -60,7 +60,7 @@ class Reads:
         self.store = store
         self.partitions = partitions
         self.config = config
-        self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self._held: OrderedDict[str, _HeldStandings] = OrderedDict()
         self.builds = 0  # standings built (shown by /health)
 
     def _committed(self, table: str, league: str, key: bytes) -> dict[str, Any] | None:
@@ -118,61 +118,61 @@ class Reads:
 
     # -- standings -----------------------------------------------------------------------
     async def standings(self, league: str) -> Standings:
-        """The league's standings as of the last commit (built if not kept)."""
+        """The league's standings as of the last commit (built if not held)."""
         while True:
-            kept = self._kept.get(league)
-            if kept is None:
-                kept = self._start(league)
+            held = self._held.get(league)
+            if held is None:
+                held = self._start(league)
             else:
-                self._kept.move_to_end(league)
-            if not kept.ready.done():
+                self._held.move_to_end(league)
+            if not held.ready.done():
                 try:
-                    await asyncio.shield(kept.ready)
-                except StandingsDropped:
+                    await asyncio.shield(held.ready)
+                except StandingsForgotten:
                     continue  # build them again from the store as it is now
-            return kept.ready.result()
+            return held.ready.result()
 
-    def _start(self, league: str) -> _Kept:
+    def _start(self, league: str) -> _HeldStandings:
         # One step, with no await: the league record and the iterator see the same state.
         partition = league_partition(league, self.partitions)
         record = self.league(league) or {}
         standings = Standings(self.config.options_for(league), record.get("latest_time"))
-        kept = self._kept[league] = _Kept(partition, standings, record.get("revision", 0))
+        held = self._held[league] = _HeldStandings(partition, standings, record.get("revision", 0))
         scan = self.store.scan(partition, store_key(PLAYERS, league_prefix(league)))
-        while len(self._kept) > STANDINGS_KEPT:
-            self._drop(next(iter(self._kept)))
-        asyncio.create_task(self._build(league, kept, scan), name=f"standings-{league}")
-        return kept
+        while len(self._held) > STANDINGS_HELD:
+            self._forget(next(iter(self._held)))
+        asyncio.create_task(self._build(league, held, scan), name=f"standings-{league}")
+        return held
 
-    async def _build(self, league: str, kept: _Kept, scan: Any) -> None:
+    async def _build(self, league: str, held: _HeldStandings, scan: Any) -> None:
         standing = self._standing_reader(league)
         skip = len(store_key(PLAYERS, league_prefix(league)))
-        standings = kept.standings
+        standings = held.standings
         try:
             for count, (key, value) in enumerate(scan, start=1):
                 standings.set(key[skip:].decode(), standing(orjson.loads(value)))
                 if count % BUILD_CHUNK == 0:
                     await asyncio.sleep(0)
-                    if kept.ready.done():  # dropped meanwhile
+                    if held.ready.done():  # forgotten meanwhile
                         return
-            for kind, item in kept.pending or ():
+            for kind, item in held.pending or ():
                 if kind == "player":
                     standings.set(*item)
                 else:
                     standings.advance(item)
-            kept.pending = None
+            held.pending = None
             self.builds += 1
             # Hundreds of thousands of long-lived standings: out of the cyclic collector's
             # reach, or each full collection scans them all, a pause every request then
             # waits for.
             keep_survivors()
-            kept.ready.set_result(standings)
+            held.ready.set_result(standings)
         except Exception as exc:  # the store closed under it (stopping), say: the next request builds again
-            if self._kept.get(league) is kept:
-                del self._kept[league]
-            if not kept.ready.done():
-                kept.ready.set_exception(exc)
-                kept.ready.exception()  # retrieved: waiting requests get it, nobody else must
+            if self._held.get(league) is held:
+                del self._held[league]
+            if not held.ready.done():
+                held.ready.set_exception(exc)
+                held.ready.exception()  # retrieved: waiting requests get it, nobody else must
 
     def _standing_reader(self, league: str) -> Callable[[dict[str, Any]], Standing]:
         system = self.config.system_for(league)
@@ -185,51 +185,51 @@ class Reads:
 
         return read
 
-    def _drop(self, league: str) -> None:
-        kept = self._kept.pop(league)
-        if not kept.ready.done():
-            kept.ready.set_exception(StandingsDropped(league))
-            kept.ready.exception()
+    def _forget(self, league: str) -> None:
+        held = self._held.pop(league)
+        if not held.ready.done():
+            held.ready.set_exception(StandingsForgotten(league))
+            held.ready.exception()
 
-    # -- kept up to date ---------------------------------------------------------------
+    # -- up to date with each commit ------------------------------------------------------------
     def committed(self, partition: int, overlay: dict[tuple[str, bytes], Any]) -> None:
         """A batch's writes to a partition are committed (called right after the local
-        write, with no await between): move its leagues' kept standings."""
-        if not self._kept:
+        write, with no await between): move its leagues' held standings."""
+        if not self._held:
             return
         for (table, key), value in overlay.items():
             if table == PLAYERS:  # (a PlayerRecord: state/tables.py PlayerCodec)
                 league_key, _, name = key.partition(KEY_SEP)
-                kept = self._kept.get(league_key.decode())
-                if kept is None or value is None:
+                held = self._held.get(league_key.decode())
+                if held is None or value is None:
                     continue
                 state = value.state
-                self._apply(kept, "player", (name.decode(), Standing(state.rating, state.matches, state.uncertainty,
+                self._apply(held, "player", (name.decode(), Standing(state.rating, state.matches, state.uncertainty,
                                                                      value.last_time)))
             elif table == LEAGUES and value is not None:
-                kept = self._kept.get(key.decode())
-                if kept is None:
+                held = self._held.get(key.decode())
+                if held is None:
                     continue
-                if value.get("revision", 0) != kept.revision:
+                if value.get("revision", 0) != held.revision:
                     # Re-rated: players may have lost their rating and the latest time gone back; built anew when read.
-                    self._drop(key.decode())
+                    self._forget(key.decode())
                 else:
-                    self._apply(kept, "latest", value.get("latest_time"))
+                    self._apply(held, "latest", value.get("latest_time"))
 
     @staticmethod
-    def _apply(kept: _Kept, kind: str, item: Any) -> None:
-        if kept.pending is not None:
-            kept.pending.append((kind, item))
+    def _apply(held: _HeldStandings, kind: str, item: Any) -> None:
+        if held.pending is not None:
+            held.pending.append((kind, item))
         elif kind == "player":
-            kept.standings.set(*item)
+            held.standings.set(*item)
         else:
-            kept.standings.advance(item)
+            held.standings.advance(item)
 
     def taken_up(self, partition: int) -> None:
         """The partition was taken up: its state may come from another worker's batches."""
-        for league in [league for league, kept in self._kept.items() if kept.partition == partition]:
-            self._drop(league)
+        for league in [league for league, held in self._held.items() if held.partition == partition]:
+            self._forget(league)
 
     def forget(self) -> None:
-        for league in list(self._kept):
-            self._drop(league)
+        for league in list(self._held):
+            self._forget(league)

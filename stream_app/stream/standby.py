@@ -79,7 +79,7 @@ class Standby:
 
     async def _follow(self, partitions: list[int]) -> None:
         changelog = KafkaTopicReader(self.options)
-        readers = {}
+        rules = {}
         for p in partitions:
             checkpoint = self.store.checkpoint(p)
             start = None
@@ -90,36 +90,36 @@ class Standby:
                 start = 0
             elif checkpoint.changelog < 0:  # nothing yet: from the last base on, as a take-up reads
                 start = await last_base(changelog, self.topic, p, await changelog.end_offset(self.topic, p))
-            readers[p] = ChangelogRule(checkpoint, start=start)
-        stored = {p: reader.checkpoint.changelog for p, reader in readers.items()}
+            rules[p] = ChangelogRule(checkpoint, start=start)
+        stored = {p: rule.checkpoint.changelog for p, rule in rules.items()}
         flushed = {p: time.monotonic() for p in partitions}
 
         def flush(p: int) -> None:
-            reader = readers[p]
-            store_committed(self.store, p, reader, self.tables, self.derive)
-            stored[p], flushed[p] = reader.checkpoint.changelog, time.monotonic()
+            rule = rules[p]
+            store_committed(self.store, p, rule, self.tables, self.derive)
+            stored[p], flushed[p] = rule.checkpoint.changelog, time.monotonic()
 
         try:
-            async with aclosing(changelog.follow(self.topic, {p: readers[p].position for p in partitions})) as rounds:
+            async with aclosing(changelog.follow(self.topic, {p: rules[p].position for p in partitions})) as rounds:
                 async for fetched, ends in rounds:
                     for p, records in fetched.items():
-                        reader = readers[p]
+                        rule = rules[p]
                         for r in records:
-                            reader.feed(r.offset, r.key, r.value)
-                            if reader.wipe:  # a base or a write-back completed: stored alone, as a take-up does
+                            rule.feed(r.offset, r.key, r.value)
+                            if rule.wipe:  # a base or a write-back completed: stored alone, as a take-up does
                                 flush(p)
                         self.records += len(records)
                         observe.STANDBY_RECORDS.inc(len(records))
                     now = time.monotonic()
-                    for p, reader in readers.items():
-                        if reader.checkpoint.changelog != stored[p] and (
-                                len(reader.records) >= FLUSH_RECORDS or now - flushed[p] >= FLUSH_SECONDS):
+                    for p, rule in rules.items():
+                        if rule.checkpoint.changelog != stored[p] and (
+                                len(rule.records) >= FLUSH_RECORDS or now - flushed[p] >= FLUSH_SECONDS):
                             flush(p)
                     self.behind = _behind(ends, stored)
                     observe.STANDBY_BEHIND.set(-1 if self.behind is None else self.behind)
         finally:
-            for p, reader in readers.items():  # keep what was read: a take-up starts from there
-                if reader.checkpoint.changelog != stored[p]:
+            for p, rule in rules.items():  # keep what was read: a take-up starts from there
+                if rule.checkpoint.changelog != stored[p]:
                     flush(p)
 
 

@@ -224,7 +224,9 @@ def test_predictions_equal_the_engine_on_the_replayed_states_from_either_worker(
 
 def test_request_latency_is_measured_per_endpoint(served):
     a, b, _ = served
-    a.get("/leagues/chess/players/chess-p0001/history")
+    for path in ("/leagues", "/leagues/chess/leaderboard?limit=1", "/leagues/chess/players/chess-p0001",
+                 "/leagues/chess/players/chess-p0001/history"):  # each endpoint asked here: not left to other tests
+        assert a.get(path)[0] == 200, path
     text = a.get("/metrics")[1]
     for endpoint in ("leagues", "leaderboard", "player", "history"):
         assert f'ratings_http_request_seconds_count{{endpoint="{endpoint}"}}' in text

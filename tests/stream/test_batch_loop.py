@@ -138,7 +138,7 @@ async def test_standings_follow_each_commit_and_a_take_up_drops_them(tmp_path):
         assert await view.standings("chess") is standings  # moved, not built again
         assert board(standings) == brute_force(docs[:end])
     assert view.builds == 1
-    worker.abandon()
+    worker.forget()
     await worker.take_up([0])  # a take-up: the state may come from the changelog
     assert await view.standings("chess") is not standings and view.builds == 2
 

@@ -189,7 +189,7 @@ async def test_crashes_and_failures_at_any_send_neither_lose_nor_double_apply(se
             worker = new_worker(store, broker)
         except ConnectionError:
             faults["fail"] += 1
-            worker.abandon()  # what the batch loop does after a failed batch
+            worker.forget()  # what the batch loop does after a failed batch
     assert faults["crash"] > 0 and faults["fail"] > 0
     assert_committed_state_is(local(store), ledger)
     assert_committed_state_is(logged(broker), ledger)
@@ -534,7 +534,7 @@ async def test_a_broker_that_forgets_everything_loses_nothing_and_applies_nothin
     # Producers send again the last ten results applied, then the ones never applied.
     again = {p: sent_again(records[half[p] - 10:], 2000) for p, records in log.items()}
     broker.add_input(again)
-    worker.abandon()  # what a failed batch or a rebalance does
+    worker.forget()  # what a failed batch or a rebalance does
     await worker.take_up(list(log))
     assert {p: worker.positions([(TOPIC, p)])[(TOPIC, p)] for p in log} == {p: None for p in log}
     assert sorted(f["partition"] for f in worker.started_over) == sorted(log)
@@ -576,7 +576,7 @@ async def test_an_input_topic_sent_again_past_the_checkpoint_is_told_apart_by_it
     broker.inputs.clear()  # the input topic recreated; the changelog kept
     again = {p: sent_again(records, 3000) for p, records in log.items()}
     broker.add_input(again)
-    worker.abandon()
+    worker.forget()
     await worker.take_up(list(log))
     assert worker.positions([(TOPIC, p) for p in log]) == {(TOPIC, p): None for p in log}
     assert all(TOPIC not in store.checkpoint(p).offsets for p in log)  # checkpointed at once: said only once
@@ -586,7 +586,7 @@ async def test_an_input_topic_sent_again_past_the_checkpoint_is_told_apart_by_it
     ledger, _ = expected(log)
     assert_committed_state_is(local(store), ledger)
     # Unchanged input is not taken for a topic that started over.
-    worker.abandon()
+    worker.forget()
     await worker.take_up(list(log))
     assert len(worker.started_over) == len(log)
     assert worker.positions([(TOPIC, p) for p in log]) == {(TOPIC, p): len(again[p]) for p in log}
@@ -608,10 +608,10 @@ async def test_a_stale_local_state_gives_way_to_a_newer_owners_write_back(tmp_pa
     b = new_worker(b_store, broker)
     await b.apply_batch(records[10:30])  # takes the partition up from the changelog (epoch 2)
     broker.logs.clear()  # the changelog forgotten (the input kept)
-    b.abandon()
+    b.forget()
     await b.take_up([partition])  # writes B's state back
     assert [f["action"] for f in b.committer.started_over] == ["local state written back"]
-    a.abandon()
+    a.forget()
     await a.take_up([partition])
     assert [f["action"] for f in a.committer.started_over] == ["replaced by a newer start"]
     await a.apply_batch(records[30:])
@@ -629,7 +629,7 @@ async def test_input_removed_by_retention_before_it_was_applied_is_skipped_and_s
     worker = new_worker(store, broker)
     await worker.apply_batch(log[partition][:10])
     broker.input_start[(TOPIC, partition)] = 25  # records 10 to 24 expired unread
-    worker.abandon()
+    worker.forget()
     await worker.take_up([partition])
     assert worker.positions([(TOPIC, partition)]) == {(TOPIC, partition): 25}
     assert [(f["partition"], f["reason"]) for f in worker.started_over] == [

@@ -300,7 +300,7 @@ async def test_a_take_up_drops_the_standings_of_its_partition_only(tmp_path):
     kept = {league: await first.reads.standings(league) for league in leagues}
     # Partition 1 moves to the second worker, which applies more of it, and comes back.
     await second.feed([record for record in RECORDS[half:] if record.partition == 1])
-    first.loop.abandon()
+    first.loop.forget()
     await first.loop.take_up([1])
     ledger = replayed(DOCS[:half] + [doc for doc in DOCS[half:] if partition_of(doc["league"]) == 1])
     for league in leagues:

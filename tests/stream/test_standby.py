@@ -253,7 +253,7 @@ async def test_a_take_up_after_following_reads_only_the_changelog_past_the_stand
     await scratch.take_up([0])
     # All of it (no base: from the beginning), after a look for the last base near its end.
     assert scratch.committer.changelog.read_records >= len(changelog) > unread + 1
-    successor.abandon()
+    successor.forget()
     await successor.apply_batch(log[50:])
     assert_is_replay(store, 0, log)
 
@@ -356,7 +356,7 @@ async def test_a_changelog_that_started_over_under_the_standby_is_followed_again
     memory.logs[(CHANGELOG, 0)].clear()  # the broker forgot the changelog
     await settle(0.2)
     assert rows(store, 0) == copy  # kept until the owner writes its state back
-    owner.abandon()
+    owner.forget()
     await owner.take_up([0])
     assert [f["action"] for f in owner.committer.started_over] == ["local state written back"]
     await owner.apply_batch(log[20:40])
@@ -379,7 +379,7 @@ async def test_a_standby_whose_checkpoint_the_changelog_lost_takes_the_written_b
     standby.follow([0])
     await settle()
     assert rows(store, 0) == stale  # nothing to take its place yet: kept
-    owner.abandon()
+    owner.forget()
     await owner.take_up([0])  # writes its newer state back, after a start
     await caught_up(store, owner)
     assert rows(store, 0) != stale
