@@ -164,9 +164,13 @@ class BatchLoop:
                 self._handle(state, record, mine, applied)
         self.phase = f"committing {len(touched)} partitions"
         observe.BATCH_STAGE_SECONDS.labels("applying").observe(time.perf_counter() - started)
-        await self.committer.commit(list(touched.values()), [out for part in outputs.values() for out in part])
-        self.tally.applied_batch(applied, time.time())
+        due = await self.committer.commit(list(touched.values()), [out for part in outputs.values() for out in part],
+                                          bases=False)
+        self.tally.applied_batch(applied, time.time())  # done: its events are out, whether or not a base follows
         observe.BATCH_SECONDS.observe(time.perf_counter() - started)
+        for state in due:  # the batches after this one wait for it
+            self.phase = f"writing a base of partition {state.partition}"
+            await self.committer.write_base(state)
 
     def _handle(self, state: PartitionTransaction, record: Any, outputs: list, applied: list) -> None:
         started = time.perf_counter()

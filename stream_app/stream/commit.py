@@ -260,8 +260,12 @@ class Committer:
         del self.started_over[:-64]
 
     # -- committing a batch ------------------------------------------------------------
-    async def commit(self, states: list[PartitionTransaction], outputs: list[Output]) -> None:
-        """Commit a batch: the partitions' states and the batch's outputs, as above."""
+    async def commit(self, states: list[PartitionTransaction], outputs: list[Output],
+                     bases: bool = True) -> list[PartitionTransaction]:
+        """Commit a batch: the partitions' states and the batch's outputs, as above. The
+        partitions whose changelog then needs a base get it now, or with `bases=False`
+        come back for the caller to `write_base` once it has counted the batch done (its
+        events are out; the base only holds the batches after it)."""
         started = time.perf_counter()
         outputs_acked = asyncio.ensure_future(asyncio.gather(*await self._send_outputs(outputs)))
         if outputs:
@@ -278,8 +282,15 @@ class Committer:
             if isinstance(result, BaseException):
                 raise result
         observe.BATCH_STAGE_SECONDS.labels("checkpointing").observe(time.perf_counter() - started)
+        due = [state for state, needs_base in zip(dirty, done[1:]) if needs_base]
+        if not bases:
+            return due
+        for state in due:
+            await self.write_base(state)
+        return []
 
-    async def _checkpoint(self, state: PartitionTransaction, outputs_acked: Awaitable) -> None:
+    async def _checkpoint(self, state: PartitionTransaction, outputs_acked: Awaitable) -> bool:
+        """The partition's part of a batch's commit; whether its changelog now needs a base."""
         records, mark, after = state.checkpoint_writes()
         if records:
             await self._send(state, records)
@@ -295,8 +306,7 @@ class Committer:
         # (its owner killed between the two, or the state taken up onto an empty directory,
         # which knows of no cleaning) count too.
         held = after.changelog + 1 - after.cleaned - after.tombstones
-        if self.base_after and held >= self.base_after and self._base_due(state.partition, held, after.entries):
-            await self.write_base(state)
+        return bool(self.base_after) and held >= self.base_after and self._base_due(state.partition, held, after.entries)
 
     # -- bases -------------------------------------------------------------------------
     def _base_due(self, partition: int, held: int, entries: int) -> bool:

@@ -751,6 +751,33 @@ async def test_the_tombstones_a_base_sends_do_not_make_the_next_base_due(tmp_pat
     assert store.checkpoint(partition).tombstones == based.tombstones
 
 
+async def test_a_batch_that_makes_a_base_due_is_counted_done_before_the_base_is_written(tmp_path):
+    """Its events and checkpoint are out: the base holds only the batches after it, and
+    /health's applied count and the latency metrics do not wait for it."""
+    log = corrections_log(corrected_leagues(2))
+    broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
+    store = LocalStore(tmp_path)
+    worker = BatchLoop(BASED, CORRECTED, store, broker, broker, Intake({}, SETTINGS.batch_max))
+    write_base = worker.committer.write_base
+    seen, written = [], []
+
+    async def watched(state):
+        seen.append((worker.tally.applied, worker.phase))
+        written.append(state.partition)
+        await write_base(state)
+
+    worker.committer.write_base = watched
+    rng = random.Random(2)
+    while batch := next_batch(worker, log, rng):
+        applied = worker.tally.applied
+        await worker.apply_batch(batch)
+        for count, phase in seen:  # this batch's base(s): after the batch was counted, and shown as such
+            assert count == worker.tally.applied > applied and phase.startswith("writing a base of partition")
+        seen.clear()
+    assert len(written) >= 2
+
+
 def test_a_base_is_due_by_size_or_once_the_entries_held_would_make_a_take_up_too_long():
     committer = Committer(None, None, None, CHANGELOG, {}, None, None, base_after=1, take_up_seconds=10)
     keys = round(3 / ROW_TAKE_UP_SECONDS)  # a base taken up in 3 s
