@@ -168,9 +168,11 @@ class BatchLoop:
                                           bases=False)
         self.tally.applied_batch(applied, time.time())  # done: its events are out, whether or not a base follows
         observe.BATCH_SECONDS.observe(time.perf_counter() - started)
-        for state in due:  # the batches after this one wait for it
-            self.phase = f"writing a base of partition {state.partition}"
-            await self.committer.write_base(state)
+        if due:  # the batches after this one wait for them
+            self.phase = f"writing a base of partitions {', '.join(str(state.partition) for state in due)}"
+            for result in await asyncio.gather(*map(self.committer.write_base, due), return_exceptions=True):
+                if isinstance(result, BaseException):
+                    raise result
 
     def _handle(self, state: PartitionTransaction, record: Any, outputs: list, applied: list) -> None:
         started = time.perf_counter()

@@ -773,7 +773,7 @@ async def test_a_batch_that_makes_a_base_due_is_counted_done_before_the_base_is_
         applied = worker.tally.applied
         await worker.apply_batch(batch)
         for count, phase in seen:  # this batch's base(s): after the batch was counted, and shown as such
-            assert count == worker.tally.applied > applied and phase.startswith("writing a base of partition")
+            assert count == worker.tally.applied > applied and phase.startswith("writing a base of partitions")
         seen.clear()
     assert len(written) >= 2
 
