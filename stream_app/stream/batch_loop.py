@@ -170,9 +170,7 @@ class BatchLoop:
         observe.BATCH_SECONDS.observe(time.perf_counter() - started)
         if due:  # the batches after this one wait for them
             self.phase = f"writing a base of partitions {', '.join(str(state.partition) for state in due)}"
-            for result in await asyncio.gather(*map(self.committer.write_base, due), return_exceptions=True):
-                if isinstance(result, BaseException):
-                    raise result
+            await self.committer.write_bases(due)
 
     def _handle(self, state: PartitionTransaction, record: Any, outputs: list, applied: list) -> None:
         started = time.perf_counter()

@@ -285,8 +285,7 @@ class Committer:
         due = [state for state, needs_base in zip(dirty, done[1:]) if needs_base]
         if not bases:
             return due
-        for state in due:
-            await self.write_base(state)
+        await self.write_bases(due)
         return []
 
     async def _checkpoint(self, state: PartitionTransaction, outputs_acked: Awaitable) -> bool:
@@ -328,6 +327,12 @@ class Committer:
             return True
         deriving, base = entries * ENTRY_TAKE_UP_SECONDS, keys * ROW_TAKE_UP_SECONDS
         return 0 < self.take_up_seconds < deriving + base and deriving >= base
+
+    async def write_bases(self, states: list[PartitionTransaction]) -> None:
+        """`write_base` of each partition, together; a failure is raised once all are done."""
+        for result in await asyncio.gather(*map(self.write_base, states), return_exceptions=True):
+            if isinstance(result, BaseException):
+                raise result
 
     async def write_base(self, state: PartitionTransaction) -> None:
         """The owner's committed state as the changelog's new base, between two batches:

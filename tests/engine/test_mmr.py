@@ -5,7 +5,9 @@ round trips and parameter validation."""
 
 from __future__ import annotations
 
+import copy
 import math
+import pickle
 from dataclasses import replace
 
 import numpy as np
@@ -348,6 +350,9 @@ def test_each_change_of_a_round_has_its_own_extras(name):
             assert extras["performance"] == change.after.perfs[-1]
         performances.append(extras["performance"])
     assert len(set(performances)) > 100 and performances[0] > performances[-1]
+    again = pickle.loads(pickle.dumps(changes))  # as a process pool would hand them over
+    assert again == changes and [c.extras for c in again] == [c.extras for c in changes]
+    assert copy.copy(changes[0]) == changes[0]
 
 
 def test_time_gaps_add_drift():

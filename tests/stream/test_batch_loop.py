@@ -124,7 +124,7 @@ def board(standings) -> list[tuple[str, float, int]]:
     return [(name, s.rating, s.matches) for _, name, s in standings.page(0, 10**6)]
 
 
-async def test_standings_follow_each_commit_and_a_take_up_drops_them(tmp_path):
+async def test_standings_follow_each_commit_and_a_take_up_forgets_them(tmp_path):
     worker, store, _ = new_worker(tmp_path)
     view = reads(worker, store)
     worker.committer.on_commit, worker.committer.on_take_up = view.committed, view.taken_up
@@ -177,7 +177,7 @@ async def test_a_batch_of_heavy_events_is_applied_in_checkpointed_parts(tmp_path
 
 async def test_a_failed_batch_commits_nothing_and_the_loop_applies_it_once_from_the_checkpoint(broker, topics, tmp_path):
     """The batch loop with real input: a batch whose commit fails (a send is refused)
-    is abandoned, input goes back to the checkpoints, and every match counts once."""
+    is forgotten, input goes back to the checkpoints, and every match counts once."""
     from aiokafka import AIOKafkaProducer
 
     settings = Settings(partitions=1, match_topic=topics.match, batch_max=3)

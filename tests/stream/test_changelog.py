@@ -40,11 +40,11 @@ def rows_of(records: list) -> dict:
 
 
 def read(records: list[tuple[bytes, bytes]], start: Checkpoint | None = None) -> tuple[dict, Checkpoint, int]:
-    reader = ChangelogRule(start)
-    for offset, (key, value) in enumerate(records, start=reader.position):
-        reader.feed(offset, key, value)
-    committed, checkpoint, _ = reader.take()
-    return rows_of(committed), checkpoint, reader.fenced
+    rule = ChangelogRule(start)
+    for offset, (key, value) in enumerate(records, start=rule.position):
+        rule.feed(offset, key, value)
+    committed, checkpoint, _ = rule.take()
+    return rows_of(committed), checkpoint, rule.fenced
 
 
 def test_rows_count_with_their_checkpoint_and_a_crashed_batch_is_dropped():
@@ -60,11 +60,11 @@ def test_rows_count_with_their_checkpoint_and_a_crashed_batch_is_dropped():
     assert rows == {b"pa": 1, b"pb": 10}
     assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets, checkpoint.changelog) == (1, 1, {TOPIC: 4}, 3)
     # The next owner's fence settles the crashed batch: its records never count.
-    reader = ChangelogRule()
+    rule = ChangelogRule()
     for offset, record in enumerate([*log, fence_record(2)]):
-        reader.feed(offset, *record)
-    committed, checkpoint, _ = reader.take()
-    assert rows_of(committed) == {b"pa": 1, b"pb": 10} and not reader.waiting
+        rule.feed(offset, *record)
+    committed, checkpoint, _ = rule.take()
+    assert rows_of(committed) == {b"pa": 1, b"pb": 10} and not rule.waiting
     assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets) == (2, 1, {TOPIC: 4})
 
 
@@ -90,10 +90,10 @@ def test_of_two_take_ups_with_one_epoch_the_first_in_the_log_wins():
     log = [fence_record(4), fence_record(4), row_record(4, 1, b"pa", j(1)), checkpoint_record(4, 1, {})]
     _, checkpoint, fenced = read(log)
     assert checkpoint.changelog == 3 and fenced == 1
-    reader = ChangelogRule()
+    rule = ChangelogRule()
     for offset, (key, value) in enumerate(log[:2]):
-        reader.feed(offset, key, value)
-    assert reader.checkpoint.changelog == 0  # the second fence (offset 1) was not accepted
+        rule.feed(offset, key, value)
+    assert rule.checkpoint.changelog == 0  # the second fence (offset 1) was not accepted
 
 
 def test_reading_on_from_a_stored_checkpoint_equals_reading_from_the_start():
@@ -129,10 +129,10 @@ def test_a_compacted_changelog_commits_what_the_whole_one_does():
     assert whole == {b"pa": 1, b"pb": 2, b"pc": 3}
     shared = [(b"\x00epoch" + value[1:9] if key[0] == 0 else key, value) for key, value in log]  # the old keys
     for records in (log, shared):
-        reader = ChangelogRule()
+        rule = ChangelogRule()
         for offset, key, value in compacted(records):
-            reader.feed(offset, key, value)
-        committed, end, _ = reader.take()
+            rule.feed(offset, key, value)
+        committed, end, _ = rule.take()
         assert (rows_of(committed) == whole) == (records is log)
         assert (end.epoch, end.batch, end.offsets) == (checkpoint.epoch, checkpoint.batch, checkpoint.offsets)
     assert rows_of(committed)[b"pa"] == 9
@@ -154,10 +154,10 @@ def test_data_records_keep_their_byte_layout_and_each_has_a_key_of_its_own():
 def test_entries_and_rows_come_out_in_the_order_they_were_written():
     log = [fence_record(1), entry_record(1, 1, b"e1"), row_record(1, 1, b"pa", j(1)), entry_record(1, 1, b"e2"),
            checkpoint_record(1, 1, {}), entry_record(1, 2, b"e3"), fence_record(2)]
-    reader = ChangelogRule()
+    rule = ChangelogRule()
     for offset, record in enumerate(log):
-        reader.feed(offset, *record)
-    committed, _, _ = reader.take()
+        rule.feed(offset, *record)
+    committed, _, _ = rule.take()
     assert [(kind, bytes(payload)) for kind, payload in committed] == [
         (ENTRY, b"e1"), (ROW, b"\x00\x02pa1"), (ENTRY, b"e2")]  # e3's batch never completed
 
@@ -175,10 +175,10 @@ def test_a_changelog_written_before_entries_reads_by_its_old_rule_and_entries_fo
         entry_record(2, 2, b"e1"),
         checkpoint_record(2, 2, {TOPIC: 6}),
     ]
-    reader = ChangelogRule()
+    rule = ChangelogRule()
     for offset, record in enumerate(log):
-        reader.feed(offset, *record)
-    committed, checkpoint, _ = reader.take()
+        rule.feed(offset, *record)
+    committed, checkpoint, _ = rule.take()
     assert rows_of(committed[:-1]) == {b"pa": 1, b"pb": 10, b"pc": None, b"pd": 4}
     assert rows_of(committed[:4]) == {b"pa": 1, b"pb": 10, b"pc": None}  # pa's value before, pc deleted
     assert (committed[-1][0], bytes(committed[-1][1])) == (ENTRY, b"e1")
@@ -190,12 +190,12 @@ def test_a_start_voids_everything_before_it_and_its_rows_count_with_its_checkpoi
            checkpoint_record(1, 1, {TOPIC: 4}), row_record(1, 2, b"pa", j(3)),  # a batch cut short
            start_record(2), row_record(2, 1, b"pb", j(7)), row_record(2, 1, b"pc", j(8)),
            checkpoint_record(2, 1, {TOPIC: 9}, {TOPIC: 77})]
-    reader = ChangelogRule()
+    rule = ChangelogRule()
     for offset, (key, value) in enumerate(log):
-        reader.feed(offset, key, value)
+        rule.feed(offset, key, value)
         if offset == 4:
-            assert reader.take()[2] is False  # nothing to wipe before the start
-    committed, checkpoint, wipe = reader.take()
+            assert rule.take()[2] is False  # nothing to wipe before the start
+    committed, checkpoint, wipe = rule.take()
     assert wipe  # a store that held the state before the start must drop it
     assert rows_of(committed) == {b"pb": 7, b"pc": 8}  # pa: gone with the start
     assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets, checkpoint.fingerprints) == (2, 1, {TOPIC: 9}, {TOPIC: 77})
@@ -212,11 +212,11 @@ def test_a_start_of_an_epoch_already_accepted_is_dropped_like_a_rival_fence():
 def test_reading_from_a_start_offset_wipes_what_the_store_held():
     log = [fence_record(1), row_record(1, 1, b"pa", j(1)), checkpoint_record(1, 1, {TOPIC: 0}),
            start_record(5), row_record(5, 1, b"pb", j(2)), checkpoint_record(5, 1, {TOPIC: 3})]
-    reader = ChangelogRule(start=3)
-    assert reader.position == 3
+    rule = ChangelogRule(start=3)
+    assert rule.position == 3
     for offset in range(3, len(log)):
-        reader.feed(offset, *log[offset])
-    committed, checkpoint, wipe = reader.take()
+        rule.feed(offset, *log[offset])
+    committed, checkpoint, wipe = rule.take()
     assert wipe and set(rows_of(committed)) == {b"pb"} and (checkpoint.epoch, checkpoint.offsets) == (5, {TOPIC: 3})
 
 
@@ -246,10 +246,10 @@ def test_a_start_that_never_completes_leaves_the_state_before_it():
     cut = [start_record(4), row_record(4, 1, b"pa", j(9)), row_record(4, 1, b"pz", j(9))]
     rows, checkpoint, _ = read(before + cut)
     assert rows == {b"pa": 1} and checkpoint.epoch == 1
-    reader = ChangelogRule()
+    rule = ChangelogRule()
     for offset, (key, value) in enumerate(before + cut + [fence_record(5)]):
-        reader.feed(offset, key, value)
-    committed, checkpoint, wipe = reader.take()
+        rule.feed(offset, key, value)
+    committed, checkpoint, wipe = rule.take()
     assert not wipe and rows_of(committed) == {b"pa": 1} and checkpoint.epoch == 5
     # Written back again under a higher epoch, complete this time.
     again = [start_record(6), row_record(6, 1, b"pb", j(2)), checkpoint_record(6, 1, {TOPIC: 3})]
@@ -295,11 +295,11 @@ def test_a_base_replaces_the_state_before_it_for_a_reader_from_any_point_of_a_co
     # From the start, or from a checkpoint whose records the cleaner removed (a standby's,
     # a worker's that stopped long ago, here one that still holds the deleted pc):
     for start in (Checkpoint(), Checkpoint(1, 1, {TOPIC: 0}, changelog=3)):
-        reader = ChangelogRule(start)
+        rule = ChangelogRule(start)
         for offset, key, value in kept:
-            if offset >= reader.position:
-                reader.feed(offset, key, value)
-        records, checkpoint, wipe = reader.take()
+            if offset >= rule.position:
+                rule.feed(offset, key, value)
+        records, checkpoint, wipe = rule.take()
         assert wipe and rows_of(records) == {b"pa": 1, b"pb": 4}  # pc is gone with the wiped state
         assert (checkpoint.epoch, checkpoint.batch, checkpoint.offsets) == (1, 4, {TOPIC: 2})
         assert checkpoint.base == len(BEFORE_BASE)  # where the base starts
@@ -310,11 +310,11 @@ def test_a_packed_base_replaces_the_state_before_it_as_a_base_of_rows_does():
     assert len(packed) == 1
     log = BEFORE_BASE + BASE[:1] + packed + BASE[-1:] + AFTER_BASE + TOMBSTONES
     for start in (Checkpoint(), Checkpoint(1, 1, {TOPIC: 0}, changelog=3)):
-        reader = ChangelogRule(start)
+        rule = ChangelogRule(start)
         for offset, key, value in compacted(log):
-            if offset >= reader.position:
-                reader.feed(offset, key, value)
-        records, checkpoint, wipe = reader.take()
+            if offset >= rule.position:
+                rule.feed(offset, key, value)
+        records, checkpoint, wipe = rule.take()
         assert wipe and [kind for kind, _ in records] == [ROWS, ROW] and rows_of(records) == {b"pa": 1, b"pb": 4}
         assert (checkpoint.epoch, checkpoint.batch, checkpoint.base) == (1, 4, len(BEFORE_BASE))
 
@@ -338,10 +338,10 @@ def test_packed_rows_come_back_in_order_from_records_of_about_pack_bytes_each():
 def test_a_base_its_owner_did_not_finish_changes_nothing():
     # A crash before the base's checkpoint: the next take-up's fence leaves the state before it.
     log = BEFORE_BASE + BASE[:-1] + [fence_record(2), row_record(2, 3, b"pa", j(9)), checkpoint_record(2, 3, {})]
-    reader = ChangelogRule()
+    rule = ChangelogRule()
     for offset, (key, value) in enumerate(log):
-        reader.feed(offset, key, value)
-    records, checkpoint, wipe = reader.take()
+        rule.feed(offset, key, value)
+    records, checkpoint, wipe = rule.take()
     assert not wipe and rows_of(records) == {b"pa": 9, b"pb": 2, b"pc": None}
     assert (checkpoint.epoch, checkpoint.batch) == (2, 3)
 
@@ -356,21 +356,21 @@ def test_a_replaced_owners_late_base_is_dropped():
 def test_a_reader_counts_the_entries_past_the_last_start_and_knows_where_it_is():
     log = [fence_record(1), entry_record(1, 1, b"e1"), entry_record(1, 1, b"e2"), checkpoint_record(1, 1, {TOPIC: 1}),
            entry_record(1, 2, b"e3")]  # batch 2 never completed
-    reader = ChangelogRule()
+    rule = ChangelogRule()
     for offset, (key, value) in enumerate(log):
-        reader.feed(offset, key, value)
-    assert (reader.checkpoint.entries, reader.checkpoint.base) == (2, -1)
+        rule.feed(offset, key, value)
+    assert (rule.checkpoint.entries, rule.checkpoint.base) == (2, -1)
     base_at = len(log)
     log += [start_record(1, 3), *RecordWriter(1, 3, first=100).packed(iter([(b"pa", j(1))])),
             checkpoint_record(1, 3, {TOPIC: 1}),  # a start's own checkpoint does not name it
             entry_record(1, 4, b"e4"), checkpoint_record(1, 4, {TOPIC: 2}, base=base_at)]
     for offset, (key, value) in enumerate(log[5:], start=5):
-        reader.feed(offset, key, value)
+        rule.feed(offset, key, value)
         if offset == base_at + 2:  # the start completed: the entries before it are void
-            assert (reader.checkpoint.entries, reader.checkpoint.base) == (0, base_at)
-    assert (reader.checkpoint.entries, reader.checkpoint.base) == (1, base_at)
-    # Kept with the local checkpoint: a reader that goes on from it counts on.
-    again = ChangelogRule(Checkpoint.decode(reader.checkpoint.encode()))
+            assert (rule.checkpoint.entries, rule.checkpoint.base) == (0, base_at)
+    assert (rule.checkpoint.entries, rule.checkpoint.base) == (1, base_at)
+    # Kept with the local checkpoint: a rule that goes on from it counts on.
+    again = ChangelogRule(Checkpoint.decode(rule.checkpoint.encode()))
     again.feed(len(log), *entry_record(1, 5, b"e5"))
     again.feed(len(log) + 1, *checkpoint_record(1, 5, {}, base=base_at))
     assert (again.checkpoint.entries, again.checkpoint.base) == (2, base_at)
@@ -389,9 +389,9 @@ def test_records_before_a_base_that_the_cleaner_left_do_not_count():
     left = {1: BEFORE_BASE[1], 2: BEFORE_BASE[2]}  # pa and pc of batch 1; its checkpoint, the rest, removed
     partial = [(offset, *record) for offset, record in enumerate(log)
                if offset >= len(BEFORE_BASE) or offset in left]
-    reader = ChangelogRule()
+    rule = ChangelogRule()
     for offset, key, value in partial:
-        reader.feed(offset, key, value)
-    records, checkpoint, wipe = reader.take()
+        rule.feed(offset, key, value)
+    records, checkpoint, wipe = rule.take()
     assert wipe and rows_of(records) == {b"pa": 1, b"pb": 4}
     assert (checkpoint.epoch, checkpoint.batch) == (1, 4)

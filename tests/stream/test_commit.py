@@ -121,10 +121,10 @@ def changelog_says(broker: MemoryBroker, config: LeagueConfig = CONFIG) -> dict[
         store = LocalStore(Path(directory))
         derive = RecordHandler(config, PARTITIONS, SETTINGS.forward_topic).deriver
         for partition in range(PARTITIONS):
-            reader = ChangelogRule()
+            rule = ChangelogRule()
             for offset, key, value in broker.records(CHANGELOG, partition):
-                reader.feed(offset, key, value)
-            store_committed(store, partition, reader, tables_for(config), derive)
+                rule.feed(offset, key, value)
+            store_committed(store, partition, rule, tables_for(config), derive)
         tables = local(store)
         store.close()
     return tables
@@ -146,11 +146,11 @@ def local(store: LocalStore) -> dict[str, dict]:
 def made_again(broker: MemoryBroker, partition: int, end: int, directory: Path) -> dict[bytes, bytes]:
     """Every key of a partition's local store as its changelog up to `end` makes it."""
     store = LocalStore(directory)
-    reader = ChangelogRule()
+    rule = ChangelogRule()
     for offset, key, value in broker.records(CHANGELOG, partition):
         if offset < end:
-            reader.feed(offset, key, value)
-    store_committed(store, partition, reader, tables_for(CONFIG), RecordHandler(CONFIG, PARTITIONS, SETTINGS.forward_topic).deriver)
+            rule.feed(offset, key, value)
+    store_committed(store, partition, rule, tables_for(CONFIG), RecordHandler(CONFIG, PARTITIONS, SETTINGS.forward_topic).deriver)
     rows = dict(store.scan(partition, b""))
     store.close()
     return rows
@@ -308,7 +308,7 @@ async def test_a_replaced_workers_stalled_batch_landing_late_changes_nothing(lan
     # B's first batch is smaller than A's stalled one: A wrote keys B's batch does not write.
     await b.apply_batch(records[10:13])
     if lands == "between the new owner's fence and batch":
-        # A's entries landed after B's fence (the reader drops them). Each record has a key of
+        # A's entries landed after B's fence (the rule drops them). Each record has a key of
         # its own, so a compacted changelog (the last record of each key) still holds B's.
         assert fenced_records > 0
         changelog = broker.logs[(CHANGELOG, partition)]

@@ -239,19 +239,19 @@ async def test_standings_built_on_first_read_rank_by_the_leagues_rules(reads, le
 
 async def test_standings_move_at_each_commit_and_are_built_again_after_a_re_rate(tmp_path):
     worker = Worker(tmp_path, new_broker())
-    kept, revisions, rebuilt, moved = {}, {}, 0, 0
+    held, revisions, rebuilt, moved = {}, {}, 0, 0
     for end in range(BATCH, len(DOCS) + BATCH, BATCH):
         await worker.feed(RECORDS[end - BATCH:end])
         ledger = replayed(DOCS[:end])
         for league, record in ledger.records.items():
             standings = await worker.reads.standings(league)
             assert board(standings) == brute_force(ledger, league), (league, end)
-            if league in kept:
+            if league in held:
                 rerated = record.get("revision", 0) != revisions[league]
-                assert (standings is not kept[league]) == rerated, (league, end)
+                assert (standings is not held[league]) == rerated, (league, end)
                 rebuilt, moved = rebuilt + rerated, moved + (not rerated)
-            kept[league], revisions[league] = standings, record.get("revision", 0)
-    assert rebuilt and moved and worker.reads.builds == len(kept) + rebuilt
+            held[league], revisions[league] = standings, record.get("revision", 0)
+    assert rebuilt and moved and worker.reads.builds == len(held) + rebuilt
 
 
 def first_re_rating_void() -> int:
@@ -268,7 +268,7 @@ def first_re_rating_void() -> int:
     raise AssertionError("no void re-rates")
 
 
-async def test_a_re_rate_during_a_build_drops_it_and_the_read_builds_again(tmp_path, monkeypatch):
+async def test_a_re_rate_during_a_build_forgets_it_and_the_read_builds_again(tmp_path, monkeypatch):
     at = first_re_rating_void()
     league = DOCS[at]["league"]
     gate = asyncio.Event()
@@ -291,7 +291,7 @@ async def test_a_re_rate_during_a_build_drops_it_and_the_read_builds_again(tmp_p
     assert worker.reads.builds == 1  # the dropped build never finished
 
 
-async def test_a_take_up_drops_the_standings_of_its_partition_only(tmp_path):
+async def test_a_take_up_forgets_the_standings_of_its_partition_only(tmp_path):
     broker = new_broker()
     first, second = Worker(tmp_path / "first", broker), Worker(tmp_path / "second", broker)
     half = len(DOCS) // 2

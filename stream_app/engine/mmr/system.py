@@ -63,10 +63,15 @@ class MmrChange(RatingChange[MmrState]):
     __slots__ = ("performance",)
 
     def __init__(self, player: str, before: MmrState, after: MmrState, performance: float | None) -> None:
+        # (RatingChange's `extras` slot stays unset: the property below stands for it.)
         self.player = player
         self.before = before
         self.after = after
         self.performance = performance
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled and copied by its own fields: the default would set `extras`, which is read-only.
+        return MmrChange, (self.player, self.before, self.after, self.performance)
 
     @property  # type: ignore[override]
     def extras(self) -> dict[str, Any]:
