@@ -12,10 +12,9 @@ The second stage, `corrections`, is the issue #45 scenario: 12,800 two-player
 `elo` results in five leagues of 60 to 150 players, with a void or a correction
 of one of the league's last 1,000 matches after about every 50th result. It is
 applied twice, without bases (`--base-after 0`) and with the default, each time
-counting the changelog before and after a log cleaner's pass (the last record of
-each key kept, tombstones gone), against the local store's keys; and the cleaned
-changelog is taken up into an empty store, timed, and compared with the worker's
-store, key by key.
+counting the changelog records written and those it holds (the records each base
+deleted before it gone), against the local store's keys; and what it holds is
+taken up into an empty store, timed, and compared with the worker's store, key by key.
 
     python -m bench.changelog_bench [--matches N] [--leagues N] [--players N] [--only entries|corrections]
 """
@@ -130,14 +129,13 @@ def _corrections_records() -> list[InputRecord]:
     return [InputRecord("matches", 0, i, d["league"].encode(), orjson.dumps(d), 0) for i, d in enumerate(docs)]
 
 
-def _cleaned(log: list[tuple[bytes, bytes | None]]) -> list[tuple[int, bytes, bytes]]:
-    """What a log cleaner's pass leaves: each key's last record, no tombstone."""
-    last = {key: offset for offset, (key, _) in enumerate(log)}
-    return [(offset, key, value) for offset, (key, value) in enumerate(log) if last[key] == offset and value is not None]
+def _cleaned(log: list[tuple[bytes, bytes | None]], first: int) -> list[tuple[int, bytes, bytes]]:
+    """What the changelog holds: the records from its first offset on (a base deletes those before it)."""
+    return [(offset, key, value) for offset, (key, value) in enumerate(log) if offset >= first]
 
 
 class _Records:
-    """A changelog partition's records as a take-up reads them (stream/commit.py's TopicReader)."""
+    """A changelog partition's records as a take-up reads them (stream/commit.py's ChangelogTopic)."""
 
     def __init__(self, records: list[tuple[int, bytes, bytes]]):
         self.records = records
@@ -166,8 +164,8 @@ def corrections() -> dict[str, Any]:
             live = dict(store.scan(0, b""))
             keys = len(live) - 1  # the checkpoint aside
             log = broker.logs[(topic, 0)]
-            cleaned = _cleaned(log)
-            # An empty directory takes the cleaned changelog up: a take-up's reading and storing.
+            cleaned = _cleaned(log, broker.firsts.get((topic, 0), 0))
+            # An empty directory takes what the changelog holds up: a take-up's reading and storing.
             empty = LocalStore(directory / "empty")
             taker = Committer(empty, None, _Records(cleaned), topic, {}, tables_for(config),
                               RecordHandler(config, 1, "matches-by-league").deriver)
@@ -188,7 +186,7 @@ def corrections() -> dict[str, Any]:
         row["cleaned_to_keys"] = row["records_cleaned"] / keys
         out[case] = row
         print(f"  {case:<14} applied in {seconds:5.1f} s; changelog {row['records']:,} records, "
-              f"{row['bytes'] / 1e6:.1f} MB ({row['tombstones']:,} tombstones); after cleaning "
+              f"{row['bytes'] / 1e6:.1f} MB ({row['tombstones']:,} tombstones); held after the bases' deletions "
               f"{row['records_cleaned']:,} records, {row['bytes_cleaned'] / 1e6:.1f} MB, "
               f"{row['cleaned_to_keys']:.2f} x the {keys:,} local keys ({row['local_bytes'] / 1e6:.1f} MB); "
               f"empty-directory take-up {take_up:.2f} s, {'equal to' if same else 'DIFFERENT from'} the worker's store",

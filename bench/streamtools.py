@@ -602,13 +602,15 @@ async def batch_loop(directory: Path, config: Any, records: list[Any], **setting
 
 
 class RecordingBroker:
-    """The broker as the batch loop's commit sequence sees it (a Sender and a TopicReader,
+    """The broker as the batch loop's commit sequence sees it (a Sender and a ChangelogTopic,
     stream/commit.py), in memory: every send lands at once, in order, and the topics'
-    records stay in `logs` for the benchmarks to count. Its sends cost nothing, so what
-    is timed is the worker's own work."""
+    records stay in `logs` for the benchmarks to count (those a base deleted too: `firsts`
+    has each partition's first offset). Its sends cost nothing, so what is timed is the
+    worker's own work."""
 
     def __init__(self) -> None:
         self.logs: dict[tuple[str, int], list[tuple[bytes, bytes]]] = defaultdict(list)
+        self.firsts: dict[tuple[str, int], int] = {}
 
     async def partitions(self, topic: str) -> int:
         return 1
@@ -623,7 +625,11 @@ class RecordingBroker:
 
     async def read(self, topic: str, partition: int, start: int, end: int) -> AsyncIterator[list[tuple[int, bytes, bytes]]]:
         log = self.logs[(topic, partition)]
-        yield [(offset, *log[offset]) for offset in range(start, end)]
+        yield [(offset, *log[offset]) for offset in range(max(start, self.firsts.get((topic, partition), 0)), end)]
+
+    async def delete_before(self, topic: str, partition: int, offset: int) -> int:
+        self.firsts[(topic, partition)] = max(offset, self.firsts.get((topic, partition), 0))
+        return self.firsts[(topic, partition)]
 
     async def first_records(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], Any]:
         from stream_app.stream.intake import InputRecord

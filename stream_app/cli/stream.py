@@ -375,10 +375,10 @@ _WORKER_FLAGS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
      "participant results a re-rate (after a void, a correction or a late result) applies between two "
      "checkpoints [RATINGS_RERATE_PART] (default %(default)s); the league's partition waits for the whole re-rate"),
     ("--base-after", count,
-     "changelog records of a partition past its last cleaning, at least, before the worker writes its whole "
-     "state there as a new base and tombstones the records before it [RATINGS_BASE_AFTER] (default %(default)s; "
-     "also at least twice as many as its local store has keys; 0: never: on the embedded broker, which compacts "
-     "nothing, bases only add records)"),
+     "changelog records of a partition past its last base, at least, before the worker writes its whole "
+     "state there as a new base and deletes the records before it [RATINGS_BASE_AFTER] (default %(default)s; "
+     "also at least twice as many as its local store has keys; 0: never: on the embedded broker, which cannot "
+     "delete records, bases only add them)"),
     ("--take-up-seconds", count_seconds,
      "seconds a take-up of a partition onto an empty data directory should take at most: once deriving the "
      "entries past its last base would take longer, by an estimate of 50 us an entry and 1 us a key of a base, "

@@ -92,10 +92,10 @@ class RatingsClient:
         await self.stop()
 
     async def ensure_topics(self, partitions: int | None = None, *, replication_factor: int = -1,
-                            extra: Iterable[str] = (), compacted: Iterable[str] = (),
+                            extra: Iterable[str] = (), changelogs: Iterable[str] = (),
                             required: Iterable[str] = ()) -> dict[str, int]:
         return await self.connection.ensure_topics(partitions, replication_factor=replication_factor, extra=extra,
-                                                   compacted=compacted, required=required)
+                                                   changelogs=changelogs, required=required)
 
     # -- publishing: the producer's ------------------------------------------------
     def check(self, event: Input) -> Match | Void | Correction | SeasonStart:

@@ -20,10 +20,10 @@ from ..settings import DEFAULTS, Settings, bootstrap_servers
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 ATTEMPT_SECONDS = 10.0  # the longest an admin request of ensure_topics waits for its answer
-# A compacted topic (the state's changelog) as the service creates it: compacted, and its
-# tombstones (a base's: docs/design.md) removed 10 minutes after the cleaner first saw
-# them, not the broker's day; no reader of the changelog needs one.
-COMPACTED = {"cleanup.policy": "compact", "delete.retention.ms": "600000"}
+# The state's changelog as the service creates it: kept for ever (no retention by time or
+# size), its records removed only by its owner, who deletes those before each base
+# (DeleteRecords, which Kafka allows only where the policy includes "delete": docs/design.md).
+CHANGELOG_CONFIGS = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
 
 
 class KafkaSecurityError(KafkaConnectionError):
@@ -164,10 +164,10 @@ class KafkaConnection:
 
     async def ensure_topics(
         self, partitions: int | None = None, *, replication_factor: int = -1, extra: Iterable[str] = (),
-        compacted: Iterable[str] = (), required: Iterable[str] = (),
+        changelogs: Iterable[str] = (), required: Iterable[str] = (),
     ) -> dict[str, int]:
         """Create the match, rating-changes and dead-letter topics if they are missing
-        (and `extra` ones, and `compacted` ones with the settings COMPACTED), with the
+        (and `extra` ones, and `changelogs` with the settings CHANGELOG_CONFIGS), with the
         broker's default replication (`replication_factor` -1, KIP-464: a cluster's
         `default.replication.factor`) unless told otherwise.
 
@@ -175,14 +175,14 @@ class KafkaConnection:
         keeps its partition count (a warning is logged if it differs). Under ACLs: one of
         the three topics the principal may not describe is left out (a producer needs only
         the match topic) unless it is `required`; NotAuthorized if it may not describe a
-        required, `extra` or `compacted` one, or may describe but not create a missing one.
+        required, `extra` or `changelogs` one, or may describe but not create a missing one.
         """
         from aiokafka.admin import NewTopic
 
         partitions = partitions or self.partitions
-        extra, compacted = list(extra), list(compacted)
-        needed = {*extra, *compacted, *required}
-        names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra, *compacted]
+        extra, changelogs = list(extra), list(changelogs)
+        needed = {*extra, *changelogs, *required}
+        names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra, *changelogs]
         async with self._admin() as admin:
             deadline = time.monotonic() + self.request_timeout
             existing = set(await _retried(admin.list_topics, deadline))
@@ -192,7 +192,7 @@ class KafkaConnection:
                 assignments = {} if replication_factor == -1 else None
                 response = await _retried(lambda: admin.create_topics(
                     [NewTopic(name, partitions, replication_factor, replica_assignments=assignments,
-                              topic_configs=COMPACTED if name in compacted else {})
+                              topic_configs=CHANGELOG_CONFIGS if name in changelogs else {})
                      for name in missing]
                 ), deadline)
                 errors = _topic_errors(response)
@@ -200,7 +200,7 @@ class KafkaConnection:
                 # Kafka refuses to create a topic the principal may not describe, whether it exists
                 # or not. Of the three topics, such a one is not this client's to use either (a
                 # producer's rating-changes): left out. The `required` ones (a worker's three),
-                # `extra` and `compacted` ones it must use; and one it may describe but that
+                # `extra` ones and `changelogs` it must use; and one it may describe but that
                 # does not exist, it must be allowed to create.
                 hidden = await _hidden(admin, refused) if refused else set()
                 who = self.security.principal

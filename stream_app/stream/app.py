@@ -33,7 +33,7 @@ from ..settings import Settings
 from . import kafka_io, membership, observe
 from .api import Api, json_errors
 from .broker_watch import BrokerWatch
-from .intake import Intake, KafkaTopicReader
+from .intake import Intake, KafkaChangelog
 from .reads import Reads
 from .standby import Standby
 from .store import LocalStore
@@ -88,7 +88,7 @@ class WorkerApp:
         intake = Intake(self.kafka_options(), settings.batch_max, wait_ms=int(settings.batch_wait * 1000),
                         fetch_wait_ms=int(settings.fetch_wait * 1000))
         self.batches = BatchLoop(settings, self.config, self.store, kafka_io.ProducerSender(self.app),
-                                 KafkaTopicReader(self.kafka_options()), intake)
+                                 KafkaChangelog(self.kafka_options()), intake)
         self.batches.ensure_topics = lambda: ensure_topics(settings)
         self.standby = Standby(self.store, self.kafka_options(), settings.changelog_topic, *self.batches.deriving)
         self.broker_watch = BrokerWatch(self.kafka_options(), topic=settings.changelog_topic)

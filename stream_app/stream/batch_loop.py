@@ -21,7 +21,7 @@ from ..settings import Settings
 from . import intake as input_
 from . import observe
 from .changelog import Checkpoint, StartedOver, input_fingerprint
-from .commit import TopicReader, Committer, Sender
+from .commit import ChangelogTopic, Committer, Sender
 from .intake import Intake, Positions
 from .records import Outcome, RecordHandler, is_duplicate
 from ..state.tables import JOBS, tables_for
@@ -40,7 +40,7 @@ YIELD_SECONDS = 0.005
 
 class BatchLoop:
     def __init__(self, settings: Settings, config: LeagueConfig, store: LocalStore, sender: Sender,
-                 changelog: TopicReader, intake: Intake):
+                 changelog: ChangelogTopic, intake: Intake):
         self.settings = settings
         self.store = store
         self.intake = intake

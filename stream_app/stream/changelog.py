@@ -16,12 +16,13 @@ that wrote it (a number each take-up of the partition raises) and a batch number
   state: a write-back (a worker whose changelog lost records, because the broker
   forgot them or the topic was recreated, writes its local state back under a
   new epoch), or a base (the owner writes its state as its next batch, then
-  tombstones every record before the start: stream/commit.py).
+  deletes every record before the start: stream/commit.py).
 
 Entries, rows and packed rows are data records. Every record has a key of its own (a data
 record's: its epoch, batch and place in the batch; a mark's: its kind, epoch and
-batch, a fence's a random number), so that compaction never drops one that a
-tombstone did not, and their order is the order in which the owner applied them.
+batch, a fence's a random number), so that compaction, where a topic has it (releases
+before this one cleaned with tombstones), never drops one that a tombstone did not, and
+their order is the order in which the owner applied them.
 The local tables are a function of the committed data records in that order.
 
 Read in log order from a consistent point, the committed records follow one rule:
@@ -74,7 +75,7 @@ _KEY_LENGTH = struct.Struct(">H")
 _PACKED_COUNT = struct.Struct(">I")
 _PACKED_LENGTHS = np.dtype([("key", ">u2"), ("value", ">u4")])
 # About the bytes of a packed record: a base of a million keys is a few hundred records
-# (each a producer call and a tombstone later), far below Kafka's 1 MiB bound on a record.
+# (each a producer call), far below Kafka's 1 MiB bound on a record.
 PACK_BYTES = 256 * 1024
 DATA_START = 1 + _MARK_HEAD.size  # where a data record's payload starts
 # A mark's key is its own too: a zero byte, its kind, its epoch, and its batch (a fence: a
@@ -105,13 +106,9 @@ class Checkpoint:
     # Where the last completed start (a base or a write-back) is in the changelog (-1: none
     # known); checkpoint records carry it, so a take-up onto an empty directory reads from there.
     base: int = -1
-    # Kept locally only (when a base is due, and what to clean after one): the entries
-    # committed past the last start (what a take-up from it derives again); the offset
-    # below which this worker cleaned the changelog, and the tombstones that cleaning sent
-    # (past that offset, gone at the cleaner's next pass).
+    # Kept locally only (for when a base is due): the entries committed past the last start
+    # (what a take-up from it derives again).
     entries: int = 0
-    cleaned: int = 0
-    tombstones: int = 0
 
     def applied(self, topic: str, offset: int) -> bool:
         return offset <= self.offsets.get(topic, -1)
@@ -119,7 +116,7 @@ class Checkpoint:
     def encode(self) -> bytes:
         return orjson.dumps({"epoch": self.epoch, "batch": self.batch, "offsets": self.offsets,
                              "changelog": self.changelog, "fingerprints": self.fingerprints, "base": self.base,
-                             "entries": self.entries, "cleaned": self.cleaned, "tombstones": self.tombstones})
+                             "entries": self.entries})
 
     @classmethod
     def decode(cls, raw: bytes | None) -> "Checkpoint":
@@ -127,8 +124,7 @@ class Checkpoint:
             return cls()
         doc = orjson.loads(raw)
         return cls(doc["epoch"], doc["batch"], dict(doc["offsets"]), doc["changelog"], dict(doc.get("fingerprints", {})),
-                   base=doc.get("base", -1), entries=doc.get("entries", 0), cleaned=doc.get("cleaned", 0),
-                   tombstones=doc.get("tombstones", 0))
+                   base=doc.get("base", -1), entries=doc.get("entries", 0))
 
 
 def input_fingerprint(timestamp: int | None, key: bytes | None, value: bytes | None) -> int:
@@ -299,7 +295,7 @@ class ChangelogRule:
 
     def feed(self, offset: int, key: bytes, value: bytes | None) -> None:
         self.position = offset + 1
-        if value is None:  # a tombstone: its key's records are before a base, which voids them
+        if value is None:  # a tombstone (releases before this one cleaned with them): its record was void
             return
         kind = value[0]
         epoch, batch = _MARK_HEAD.unpack_from(value, 1)

@@ -33,7 +33,7 @@ worker's late writes: if they include a fence of a higher epoch, this worker
 has been replaced itself (`Fenced`); otherwise the rule drops them (every data
 record has a key of its own: compaction never puts one in the place of another).
 
-No Faust here: `Sender` and `TopicReader` are what the sequence needs of the
+No Faust here: `Sender` and `ChangelogTopic` are what the sequence needs of the
 broker (stream/kafka_io.py and stream/intake.py have Kafka's; the tests have
 an in-memory broker).
 """
@@ -102,7 +102,7 @@ class Sender(Protocol):
         offsets of the first and last record of one record batch once acknowledged."""
 
 
-class TopicReader(Protocol):
+class ChangelogTopic(Protocol):
     def read(self, topic: str, partition: int, start: int, end: int) -> AsyncIterator[list[tuple[int, bytes, bytes]]]:
         """The records at offsets start..end-1 of a topic partition, in order, in
         chunks of (offset, key, value)."""
@@ -115,14 +115,18 @@ class TopicReader(Protocol):
     async def end_offset(self, topic: str, partition: int) -> int:
         """The offset after the partition's last record (a little low at worst)."""
 
+    async def delete_before(self, topic: str, partition: int, offset: int) -> int:
+        """Delete the partition's records before `offset` (Kafka's DeleteRecords): a
+        read from below it starts there. Returns the partition's first offset now."""
+
 
 class Committer:
-    def __init__(self, store: LocalStore, sender: Sender, changelog: TopicReader, changelog_topic: str,
+    def __init__(self, store: LocalStore, sender: Sender, changelog: ChangelogTopic, changelog_topic: str,
                  output_topics: dict[str, str], tables: Tables, derive: Derive, base_after: int = 0,
                  take_up_seconds: float = 0.0):
         self.store = store
         # A partition whose changelog holds at least this many records past its last
-        # cleaning gets a new base (0: never), once it is due (`_base_due`).
+        # completed start gets a new base (0: never), once it is due (`_base_due`).
         self.base_after = base_after
         self.take_up_seconds = take_up_seconds
         self.derive = derive
@@ -226,8 +230,8 @@ class Committer:
             log.warning("changelog partition %d started over and holds a newer owner's state from offset %d: "
                         "the local state (epoch %d) is replaced by it", partition, start_at, local.epoch)
             self._note_started_over(partition, local, end, "replaced by a newer start")
-            # The local state stands until that start completes; what it cleaned was another log.
-            return ChangelogRule(replace(local, base=-1, entries=0, cleaned=0, tombstones=0), start=start_at)
+            # The local state stands until that start completes.
+            return ChangelogRule(replace(local, base=-1, entries=0), start=start_at)
         rule = await self._write_back(partition, local, newest + 1)
         self._note_started_over(partition, local, end, "local state written back")
         return rule
@@ -300,11 +304,9 @@ class Committer:
         self.on_commit(state.partition, state.overlay)
         state.checkpointed(after)
         observe.CHECKPOINTS.inc()
-        # The records the changelog holds from the point this worker last cleaned it to,
-        # the tombstones of that cleaning aside: those of a base whose tombstones never went
-        # (its owner killed between the two, or the state taken up onto an empty directory,
-        # which knows of no cleaning) count too.
-        held = after.changelog + 1 - after.cleaned - after.tombstones
+        # The records the changelog holds from its last completed start on (those before it
+        # are deleted by the base that made them void; where that failed, by the next).
+        held = after.changelog + 1 - max(after.base, 0)
         return bool(self.base_after) and held >= self.base_after and self._base_due(state.partition, held, after.entries)
 
     # -- bases -------------------------------------------------------------------------
@@ -341,8 +343,8 @@ class Committer:
         that names it, so that it is the log's last checkpoint until the next batch's.
         A rule that gets to the checkpoint replaces its state by the rows; one that
         does not (a crash, a fence between) keeps what it had. Once the checkpoint is
-        acknowledged, the records before the start are void: `clean` sends tombstones
-        for them, and a compacted topic then holds the base and what follows it."""
+        acknowledged, the records before the start are void: `clean` deletes them, and
+        the changelog then holds the base and what follows it."""
         started = time.perf_counter()
         partition, before = state.partition, state.checkpoint
         epoch, batch = before.epoch, before.batch + 1
@@ -356,7 +358,7 @@ class Committer:
         finally:
             rows.close()  # a send that failed part-way: the store's iterator goes now, not with the traceback
         after = Checkpoint(epoch, batch, dict(before.offsets), state.changelog_next - 1, dict(before.fingerprints),
-                           base=start_at, cleaned=before.cleaned, tombstones=before.tombstones)
+                           base=start_at)
         self.store.write(partition, {}, after)
         state.checkpointed(after)
         # A take-up onto an empty directory finds the base from the log's last checkpoint,
@@ -369,34 +371,23 @@ class Committer:
         observe.BASES.inc()
         observe.BASE_ROWS.inc(writer.rows_packed)
         written = time.perf_counter()
-        tombstones = await self.clean(state, before.cleaned, start_at)
-        state.checkpoint = replace(state.checkpoint, cleaned=start_at, tombstones=tombstones)
-        self.store.write(partition, {}, state.checkpoint)
-        log.info("changelog partition %d: a base of %d rows at offset %d in %.2f s, then %d tombstones for offsets "
-                 "%d to %d in %.2f s", partition, writer.rows_packed, start_at, written - started, tombstones,
-                 before.cleaned, start_at - 1, time.perf_counter() - written)
+        cleaned = await self.clean(partition, start_at)
+        log.info("changelog partition %d: a base of %d rows at offset %d in %.2f s; the records before it %s "
+                 "in %.3f s", partition, writer.rows_packed, start_at, written - started,
+                 "deleted" if cleaned else "NOT deleted", time.perf_counter() - written)
 
-    async def clean(self, state: PartitionTransaction, start: int, end: int) -> int:
-        """Tombstones for the keys of the records at offsets start..end-1, which a base
-        at `end` made void. Every record has a key of its own, so no record after the
-        base loses its key, and each key is tombstoned once."""
-        marks: set[bytes] = set()  # marks of releases before this one shared keys
-        sent = 0
-        async for records in self.changelog.read(self.topic, state.partition, start, end):
-            tombstones = []
-            for _, key, value in records:
-                if value is None:
-                    continue
-                if key[0] == 0:  # a mark
-                    if key in marks:
-                        continue
-                    marks.add(key)
-                tombstones.append((key, None))
-            if tombstones:
-                await self._send(state, tombstones)
-                sent += len(tombstones)
-                observe.TOMBSTONES.inc(len(tombstones))
-        return sent
+    async def clean(self, partition: int, start: int) -> bool:
+        """Delete the changelog's records before a completed start (a base), which it made
+        void; whether the broker did. A failure only leaves them for the next base to delete
+        (it deletes everything before itself): the batches need not wait for it."""
+        try:
+            await self.changelog.delete_before(self.topic, partition, start)
+            return True
+        except Exception as exc:  # (a Crash of the tests is a BaseException: it goes through)
+            observe.CLEAN_FAILURES.inc()
+            log.warning("changelog partition %d: the records before the base at offset %d were not deleted (%s: %s); "
+                        "the next base deletes them", partition, start, type(exc).__name__, exc)
+            return False
 
     async def _send(self, state: PartitionTransaction, records: Iterable[tuple[bytes, bytes | None]]) -> int:
         """Send records to the partition's changelog and wait for the acks; raises Fenced
@@ -418,7 +409,7 @@ class Committer:
     async def _foreign(self, state: PartitionTransaction, start: int, end: int) -> None:
         async for records in self.changelog.read(self.topic, state.partition, start, end):
             for _, _, value in records:
-                if value is None:  # a replaced worker's tombstone
+                if value is None:  # a tombstone (an earlier release cleaned with them)
                     continue
                 epoch = epoch_of(value)
                 if epoch > state.epoch:
@@ -444,9 +435,10 @@ class Committer:
         return acks
 
 
-async def holds(changelog: TopicReader, topic: str, partition: int, checkpoint: Checkpoint) -> bool:
+async def holds(changelog: ChangelogTopic, topic: str, partition: int, checkpoint: Checkpoint) -> bool:
     """Whether the changelog still holds the record a local checkpoint stands at. A
-    later record in its place is a compacted topic's: it does not count against."""
+    later record in its place does not count against: the record was deleted before a
+    base (or, in a compacted topic, removed by the cleaner)."""
     found = (await changelog.first_records({(topic, partition): checkpoint.changelog}))[(topic, partition)]
     if found is None:
         return False
@@ -458,7 +450,7 @@ async def holds(changelog: TopicReader, topic: str, partition: int, checkpoint: 
     return epoch == checkpoint.epoch and (kind != CHECKPOINT or batch == checkpoint.batch)
 
 
-async def last_base(changelog: TopicReader, topic: str, partition: int, end: int) -> int:
+async def last_base(changelog: ChangelogTopic, topic: str, partition: int, end: int) -> int:
     """Where a rule with no state (a take-up onto an empty directory, a standby's first
     following) starts: the start named by the changelog's last checkpoint before `end`,
     or 0 if it names none. Everything before a completed start is void, so the rule

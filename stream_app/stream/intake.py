@@ -1,7 +1,8 @@
 """Every Kafka read of the worker: the input of the partitions it owns, read with
 its own aiokafka consumer (`Intake`), and the changelog's partitions
-(`KafkaTopicReader`: a take-up's read, the checks of what a log still holds, a
-standby's following).
+(`KafkaChangelog`: a take-up's read, the checks of what a log still holds, a
+standby's following; and the one write that is not a producer's, the deletion of
+the records before a base).
 
 Faust decides which worker owns which partitions (its consumer group, its
 tables and their recovery); the match results of those partitions are then
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncGenerator, AsyncIterator
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.errors import OffsetOutOfRangeError
 
 from .changelog import StartedOver
@@ -301,7 +303,9 @@ async def read_partition(options: dict[str, Any], topic: str, partition: int, st
     record arrives for `timeout` seconds before the range is complete."""
     if start >= end:
         return
-    consumer = AIOKafkaConsumer(enable_auto_commit=False, **RANGE_FETCH, **options)
+    # From below the partition's first offset (records deleted before a base, or removed
+    # by retention): from its first offset. (aiokafka's default, "latest", jumped to the end.)
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, auto_offset_reset="earliest", **RANGE_FETCH, **options)
     await consumer.start()
     try:
         tp = TopicPartition(topic, partition)
@@ -407,10 +411,10 @@ async def read_range(options: dict[str, Any], topic: str, partition: int, start:
             async for chunk in read_partition(options, topic, partition, start, end, timeout) for r in chunk]
 
 
-class KafkaTopicReader:
-    """Changelog partitions read from the broker (stream/commit.py's `TopicReader`):
-    the read of a take-up, the check of another writer's records, and whether a log
-    still holds what was applied from it. A take-up reads existing records, so it
+class KafkaChangelog:
+    """Changelog partitions on the broker (stream/commit.py's `ChangelogTopic`): the
+    read of a take-up, the check of another writer's records, whether a log still
+    holds what was applied from it, and the deletion of what a base made void. A take-up reads existing records, so it
     fetches large (tens of MiB a request) and never waits for more; the rule that
     turns them into committed state is stream/changelog.py's."""
 
@@ -434,6 +438,17 @@ class KafkaTopicReader:
         finally:
             await consumer.stop()
 
+    async def delete_before(self, topic: str, partition: int, offset: int) -> int:
+        admin = AIOKafkaAdminClient(**self.options)
+        await asyncio.wait_for(admin.start(), self.timeout)
+        try:
+            tp = TopicPartition(topic, partition)
+            found = await asyncio.wait_for(admin.delete_records({tp: RecordsToDelete(before_offset=offset)}),
+                                           self.timeout)
+            return found[tp]
+        finally:
+            await admin.close()
+
     async def follow(self, topic: str,
                      starts: dict[int, int]) -> AsyncGenerator[tuple[dict[int, list[Any]], dict[int, int | None]], None]:
         """These partitions of `topic` read from these offsets on as they grow (a
@@ -451,7 +466,11 @@ class KafkaTopicReader:
             for tp, p in tps.items():
                 consumer.seek(tp, positions[p])
             while True:
-                fetched = await consumer.getmany(timeout_ms=500)
+                try:
+                    fetched = await consumer.getmany(timeout_ms=500)
+                except OffsetOutOfRangeError as exc:
+                    await self._past_deleted(consumer, exc.args[0], tps, positions)
+                    continue
                 short = [tp for tp, p in tps.items()
                          if (end := consumer.highwater(tp)) is not None and end < positions[p]]
                 for tp, end in (await true_ends(consumer, short) if short else {}).items():
@@ -464,3 +483,15 @@ class KafkaTopicReader:
                 yield records, {p: consumer.highwater(tp) for tp, p in tps.items()}
         finally:
             await consumer.stop()
+
+    @staticmethod
+    async def _past_deleted(consumer: Any, gone: Any, tps: dict[Any, int], positions: dict[int, int]) -> None:
+        """A standby fetching below a partition's first offset: the owner deleted the
+        records before a base (the rule then reads the whole base: its state before is
+        void), so on from the first offset. Past the end: the log started over."""
+        firsts = await consumer.beginning_offsets(list(gone))
+        for tp in gone:
+            if firsts[tp] <= positions[tps[tp]]:
+                raise StartedOver(f"changelog partition {tps[tp]} ends below {positions[tps[tp]]}")
+            positions[tps[tp]] = firsts[tp]
+            consumer.seek(tp, firsts[tp])

@@ -135,8 +135,8 @@ REQUEST_SECONDS = Histogram(
 CHECKPOINTS = Counter("ratings_checkpoints_total", "Checkpoints written (batches committed to the local state)")
 BASES = Counter("ratings_changelog_bases_total", "Bases written: a partition's whole local state as changelog rows")
 BASE_ROWS = Counter("ratings_changelog_base_rows_total", "Changelog rows written by bases")
-TOMBSTONES = Counter("ratings_changelog_tombstones_total",
-                     "Tombstones sent for changelog records a base made void (the cleaner then removes them)")
+CLEAN_FAILURES = Counter("ratings_changelog_clean_failures_total",
+                         "Bases after which the broker did not delete the changelog records before them (the next base does)")
 TAKE_UP_RECORDS = Counter("ratings_take_up_changelog_records_total", "Changelog records read while taking partitions up")
 TAKE_UP_SECONDS = Histogram(
     "ratings_take_up_seconds", "Time to take a partition up: fence, read the changelog past the local checkpoint",

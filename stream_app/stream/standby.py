@@ -23,7 +23,7 @@ from typing import Any
 from . import observe
 from .changelog import ChangelogRule, StartedOver
 from .commit import FLUSH_RECORDS, Derive, holds, last_base, store_committed
-from .intake import KafkaTopicReader
+from .intake import KafkaChangelog
 from .store import LocalStore
 from .tasks import cancel
 from ..state.base import Tables
@@ -78,7 +78,7 @@ class Standby:
                 await asyncio.sleep(RETRY_SECONDS)
 
     async def _follow(self, partitions: list[int]) -> None:
-        changelog = KafkaTopicReader(self.options)
+        changelog = KafkaChangelog(self.options)
         rules = {}
         for p in partitions:
             checkpoint = self.store.checkpoint(p)

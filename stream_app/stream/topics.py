@@ -19,7 +19,7 @@ async def ensure_topics(settings: Settings) -> None:
     At start, and again before partitions are taken up: a broker that forgot its
     topics gets them back with the right counts."""
     counts = await KafkaConnection.of(settings).ensure_topics(
-        settings.partitions, extra=[settings.forward_topic], compacted=[settings.changelog_topic],
+        settings.partitions, extra=[settings.forward_topic], changelogs=[settings.changelog_topic],
         required=[settings.match_topic, settings.changes_topic, settings.dlq_topic])
     for topic in (*settings.input_topics, settings.changelog_topic):  # (a hidden one raised NotAuthorized)
         if counts.get(topic) != settings.partitions:

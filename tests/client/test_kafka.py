@@ -29,7 +29,7 @@ def test_topics_just_created_are_counted_with_their_partitions_every_time(broker
     for _ in range(TRIES):
         name = unique_name("created")
         connection = KafkaConnection(broker.url, f"{name}.matches", f"{name}.changes", f"{name}.dlq", partitions=8)
-        counts = asyncio.run(connection.ensure_topics(extra=[f"{name}.forward"], compacted=[f"{name}.changelog"]))
+        counts = asyncio.run(connection.ensure_topics(extra=[f"{name}.forward"], changelogs=[f"{name}.changelog"]))
         assert counts == {topic: 8 for topic in (f"{name}.matches", f"{name}.changes", f"{name}.dlq",
                                                  f"{name}.forward", f"{name}.changelog")}, counts
 
@@ -57,12 +57,12 @@ def test_on_three_brokers_topics_get_the_clusters_replication_and_one_broker_dow
             name = unique_name("replicated")
             connections.append(KafkaConnection(cluster.url, f"{name}.matches", f"{name}.changes", f"{name}.dlq",
                                                partitions=8))
-            asyncio.run(connections[-1].ensure_topics(compacted=[f"{name}.changelog"]))
+            asyncio.run(connections[-1].ensure_topics(changelogs=[f"{name}.changelog"]))
         assert asyncio.run(replicas(cluster.bootstrap, connections[0].match_topic)) == [3] * 8  # 1 before
         os.killpg(cluster.node(1).process.pid, signal.SIGKILL)
         for connection in connections:
             name = connection.match_topic.removesuffix(".matches")
-            counts = asyncio.run(connection.ensure_topics(compacted=[f"{name}.changelog"]))
+            counts = asyncio.run(connection.ensure_topics(changelogs=[f"{name}.changelog"]))
             assert counts == {topic: 8 for topic in (f"{name}.matches", f"{name}.changes", f"{name}.dlq",
                                                      f"{name}.changelog")}, counts
 

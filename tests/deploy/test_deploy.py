@@ -36,7 +36,7 @@ from stream_app import kafka_broker
 from stream_app.stream import observe as metrics
 from stream_app.cli import build_parser
 from stream_app.cli.flags import settings_from
-from stream_app.client.kafka import COMPACTED
+from stream_app.client.kafka import CHANGELOG_CONFIGS
 from stream_app.leagues import LeagueConfig
 from stream_app.security import ENV as SECURITY_ENV
 from stream_app.security import KafkaSecurity
@@ -338,7 +338,7 @@ def created_topics(script: str) -> dict[str, list[str]]:
     return created
 
 
-def test_compose_topic_job_creates_the_changelog_compacted(compose, monkeypatch):
+def test_compose_topic_job_creates_the_changelog_as_the_worker_does(compose, monkeypatch):
     job = compose["services"]["topics"]
     created = created_topics(job["command"][0] if isinstance(job["command"], list) else job["command"])
     args = worker_args({k: v for k, v in service_env(compose["services"][WORKERS[0]]).items() if k.startswith("RATINGS_")},
@@ -348,7 +348,7 @@ def test_compose_topic_job_creates_the_changelog_compacted(compose, monkeypatch)
     for topic, words in created.items():
         assert words[words.index("--partitions") + 1] == str(args.partitions), topic
         configs = [words[i + 1] for i, word in enumerate(words) if word == "--config"]
-        assert configs == ([f"{k}={v}" for k, v in COMPACTED.items()] if topic in changelogs else []), topic
+        assert configs == ([f"{k}={v}" for k, v in CHANGELOG_CONFIGS.items()] if topic in changelogs else []), topic
 
 
 def test_compose_health_checks_and_start_order(compose, docker):

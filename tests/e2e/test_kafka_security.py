@@ -35,7 +35,7 @@ import orjson
 import pytest
 
 from stream_app.client import RatingsClient
-from stream_app.client.kafka import COMPACTED, KafkaSecurityError
+from stream_app.client.kafka import CHANGELOG_CONFIGS, KafkaSecurityError
 from stream_app.security import KafkaSecurity
 from tests.support.brokers import KAFKA_MISSING
 from tests.support.ports import free_port
@@ -81,7 +81,7 @@ def apply_documented(kafka: SecureKafka) -> None:
     assert len(topics) == 5 and len(acls) == 8, (topics, acls)
     specs = [options(args) for args in topics]
     [changelog] = [spec for spec in specs if spec["topic"][0].endswith("-changelog")]
-    assert dict(config.split("=", 1) for config in changelog["config"]) == COMPACTED  # as the worker creates it
+    assert dict(config.split("=", 1) for config in changelog["config"]) == CHANGELOG_CONFIGS  # as the worker creates it
     kafka.create_topics((spec["topic"][0], int(spec["partitions"][0]),
                          dict(config.split("=", 1) for config in spec.get("config", []))) for spec in specs)
     grants = [(f"User:{DESCRIBER}", "TOPIC", topic, ["DESCRIBE"], False)

@@ -11,7 +11,7 @@ import asyncio
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from stream_app.client.kafka import COMPACTED
+from stream_app.client.kafka import CHANGELOG_CONFIGS
 from stream_app.leagues import LeagueConfig
 from tests.support.kafka import keyed, publish, read_all, topic_args
 from tests.support.leagues import (CONFIG, assert_same_history, assert_same_state, config_file, league_events,
@@ -47,6 +47,6 @@ def test_a_worker_started_before_its_topics_exist_serves_the_replay(broker, tmp_
         changes = asyncio.run(read_all(broker.bootstrap, f"{prefix}.changes", 8, len(expected_ids), timeout=30, drain=True))
         assert {change["event_id"] for change in changes} == expected_ids
         configs = asyncio.run(topic_configs(broker.bootstrap, f"{prefix}-state-changelog"))
-        assert {name: configs[name] for name in COMPACTED} == COMPACTED
+        assert {name: configs[name] for name in CHANGELOG_CONFIGS} == CHANGELOG_CONFIGS
     finally:
         worker.stop()

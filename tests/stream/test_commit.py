@@ -415,16 +415,16 @@ def corrections_log(docs: list[dict]) -> dict[int, list[InputRecord]]:
 
 
 @pytest.mark.slow  # twelve runs of re-rates under crashes, 20 s of CPU: make test runs them, make check does not
-@pytest.mark.parametrize("bases", [False, True], ids=["growing changelog", "bases, compacted"])
+@pytest.mark.parametrize("bases", [False, True], ids=["growing changelog", "bases"])
 @pytest.mark.parametrize("seed", range(6))
 async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_event_once(seed, bases, tmp_path):
     """Voids, corrections and late results (re-rates of whole leagues, several per
     batch; on even seeds in parts of 10 participant results, each committed) with
     crashes at any send: the committed players, leagues and histories are the
     replay's, and every event (corrections included) is published, each id with
-    one content. With bases, the log cleaner runs now and then (between a base and
-    its tombstones too), and a restart may find a directory left long ago (a
-    standby's, say), whose checkpoint's records the cleaner removed."""
+    one content. With bases, each deletes the records before it (a crash may fall
+    between the two), and a restart may find a directory left long ago (a
+    standby's, say), whose checkpoint's records a base deleted."""
     rng = random.Random(seed)
     settings = Settings(partitions=PARTITIONS, rerate_part=10 if seed % 2 == 0 else 10**9,
                         base_after=40 if bases else 0)
@@ -445,8 +445,6 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
     bases_before = counted("ratings_changelog_bases_total")
     while any(worker.positions([(TOPIC, p)])[(TOPIC, p)] != len(log[p]) for p in log):
         broker.crash_at = broker.sends + rng.randint(1, 8) if rng.random() < 0.3 else None
-        if bases and rng.random() < 0.3:
-            broker.compact(CHANGELOG)
         if bases and left is None and rng.random() < 0.1:
             store.close()
             left = tmp_path / f"left-{broker.sends}"
@@ -474,9 +472,8 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
     assert crashes > 0
     assert_committed_state_is(local(store), ledger, records=False)
     assert_committed_state_is(logged(broker, CORRECTED), ledger, records=False)
-    broker.compact(CHANGELOG)
-    assert_committed_state_is(logged(broker, CORRECTED), ledger, records=False)
     assert (counted("ratings_changelog_bases_total") > bases_before) == bases
+    assert (broker.deletions > 0) == bases
     served = {key.decode(): value for key, value in committed(store, LEAGUES).items()}
     for league, record in ledger.records.items():
         assert {k: served[league].get(k) for k in ("matches", "players", "latest_time", "revision")} == \
@@ -685,18 +682,17 @@ def counted(name: str) -> float:
 
 
 def held(broker: MemoryBroker, partition: int) -> int:
-    """Changelog records a partition holds once the cleaner has run."""
-    broker.compact(CHANGELOG)
+    """Changelog records a partition holds (those deleted before a base aside)."""
     return len(broker.records(CHANGELOG, partition))
 
 
 BASED = Settings(partitions=PARTITIONS, base_after=40)
 
 
-async def test_with_bases_a_compacted_changelog_holds_at_most_twice_the_local_keys(tmp_path):
+async def test_with_bases_the_changelog_holds_at_most_twice_the_local_keys(tmp_path):
     """Results, voids and corrections (whose re-rates write rows for every key they
     change): with a base whenever a partition's changelog got as many data records as its
-    state has keys (at least 40 here), and the cleaner run after every batch, the
+    state has keys (at least 40 here), each deleting the records before it, the
     changelog never holds more than twice the local keys (and a few marks), and read
     from its start into an empty store it is still the replay's state. Without bases
     it holds several times more."""
@@ -710,7 +706,7 @@ async def test_with_bases_a_compacted_changelog_holds_at_most_twice_the_local_ke
         store = LocalStore(tmp_path / str(based))
         worker = BatchLoop(BASED if based else Settings(partitions=PARTITIONS, base_after=0), CORRECTED, store, broker, broker,
                            Intake({}, SETTINGS.batch_max))
-        bases, tombstones = counted("ratings_changelog_bases_total"), counted("ratings_changelog_tombstones_total")
+        bases = counted("ratings_changelog_bases_total")
         rng = random.Random(0)
         while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
             await worker.apply_batch(batch)
@@ -719,15 +715,17 @@ async def test_with_bases_a_compacted_changelog_holds_at_most_twice_the_local_ke
                     assert held(broker, p) <= 2 * local_keys(store, p) + 3, (p, held(broker, p), local_keys(store, p))
         sizes[based] = sum(held(broker, p) for p in log), sum(local_keys(store, p) for p in log)
         assert (counted("ratings_changelog_bases_total") - bases >= 2) == based
-        assert (counted("ratings_changelog_tombstones_total") - tombstones > 1000) == based
+        assert (broker.deletions >= 2) == based
         assert_committed_state_is(local(store), ledger, records=False)
         assert_committed_state_is(logged(broker, CORRECTED), ledger, records=False)
     assert sizes[False][0] > 3 * sizes[True][0] and sizes[False][1] == sizes[True][1], sizes
 
 
-async def test_the_tombstones_a_base_sends_do_not_make_the_next_base_due(tmp_path):
-    """A base's cleaning sends a tombstone for every record before it, past the point it
-    cleaned to: counted as records held, they made the next base due at its next batch."""
+async def test_records_a_failed_deletion_left_wait_for_the_next_base_without_making_it_due(tmp_path):
+    """The broker does not delete the records before a base (down, or unable: the embedded
+    broker): the base stands, the failure is counted, the batches go on without a base at
+    each (what is held counts from the last base), and the next base deletes everything
+    before itself."""
     log = corrections_log(corrected_leagues(4))
     broker = MemoryBroker(partitions=PARTITIONS)
     broker.add_input(log)
@@ -739,16 +737,23 @@ async def test_the_tombstones_a_base_sends_do_not_make_the_next_base_due(tmp_pat
         await worker.apply_batch(next_batch(worker, log, rng))
     left = {p: len(log[p]) - 1 - store.checkpoint(p).offsets.get(TOPIC, -1) for p in log}
     partition = max((p for p in log if left[p] >= 30), key=lambda p: store.checkpoint(p).changelog)
+    broker.refuse_deletion = ConnectionError("the broker went away")
+    failures = counted("ratings_changelog_clean_failures_total")
     await worker.committer.write_base(worker.partitions[partition])
     based = store.checkpoint(partition)
-    assert based.tombstones > 2 * local_keys(store, partition) and based.cleaned > 0
+    assert counted("ratings_changelog_clean_failures_total") == failures + 1
+    assert broker.records(CHANGELOG, partition)[0][0] == 0 < based.base  # nothing deleted
+    assert held(broker, partition) > 2 * local_keys(store, partition)
     worker.committer.base_after = 40
     bases = counted("ratings_changelog_bases_total")
     for _ in range(3):  # three batches of the partition on
         await worker.apply_batch([r for r in next_batch(worker, log, random.Random(0)) if r.partition == partition])
     assert store.checkpoint(partition).batch == based.batch + 3
     assert counted("ratings_changelog_bases_total") == bases
-    assert store.checkpoint(partition).tombstones == based.tombstones
+    broker.refuse_deletion = None
+    await worker.committer.write_base(worker.partitions[partition])
+    assert broker.records(CHANGELOG, partition)[0][0] == store.checkpoint(partition).base > based.base
+    assert held(broker, partition) <= local_keys(store, partition) + 3
 
 
 async def test_a_batch_that_makes_a_base_due_is_counted_done_before_the_base_is_written(tmp_path):
@@ -811,13 +816,14 @@ async def test_results_alone_get_bases_by_time_and_a_take_up_from_one_equals_the
     while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
         await worker.apply_batch(batch)
     assert (counted("ratings_changelog_bases_total") - bases >= 2) == bool(budget)
-    assert all(store.checkpoint(p).cleaned > 0 for p in log) == bool(budget)
-    # Onto an empty directory before the cleaner ran: from the last base on, found near the end.
+    # Each partition's log starts at its last base: what was before it is deleted.
+    assert all(broker.records(CHANGELOG, p)[0][0] == store.checkpoint(p).base > 0 for p in log) == bool(budget)
+    # Onto an empty directory: from the last base on, found near the end.
     empty = LocalStore(tmp_path / "b")
     reader = CountingReader(broker, CHANGELOG)
     taker = BatchLoop(settings, CONFIG, empty, broker, reader, Intake({}, settings.batch_max))
     await taker.take_up(list(log))
-    written = sum(len(broker.records(CHANGELOG, p)) for p in log)
+    written = sum(len(broker.logs[(CHANGELOG, p)]) for p in log)  # the records deleted before the bases too
     from_bases = sum(len(broker.records(CHANGELOG, p)) - max(0, store.checkpoint(p).base) for p in log)
     assert (reader.read_records < written / 2) == bool(budget) and from_bases <= reader.read_records
     for p in log:
@@ -825,7 +831,7 @@ async def test_results_alone_get_bases_by_time_and_a_take_up_from_one_equals_the
     assert_committed_state_is(local(empty), ledger)
 
 
-async def test_a_crash_between_a_base_and_its_tombstones_loses_nothing_and_the_next_base_cleans_up(
+async def test_a_crash_between_a_base_and_its_deletion_loses_nothing_and_the_next_base_deletes_both(
         tmp_path, monkeypatch):
     docs = corrected_leagues(3)
     log = corrections_log(docs)
@@ -842,9 +848,9 @@ async def test_a_crash_between_a_base_and_its_tombstones_loses_nothing_and_the_n
 
     based = []
 
-    async def crash(self, state, start, end):
-        based.append(state.partition)
-        raise Crash("between the base and its tombstones")
+    async def crash(self, partition, start):
+        based.append(partition)
+        raise Crash("between the base and its deletion")
 
     monkeypatch.setattr(Committer, "clean", crash)
     rng = random.Random(3)
@@ -854,7 +860,8 @@ async def test_a_crash_between_a_base_and_its_tombstones_loses_nothing_and_the_n
     monkeypatch.setattr(Committer, "clean", clean)
     [partition] = based
     based_at = store.checkpoint(partition)
-    assert based_at.cleaned == 0 and based_at.base > 0 and based_at.entries == 0  # the base is committed, nothing cleaned
+    assert based_at.base > 0 and based_at.entries == 0  # the base is committed...
+    assert broker.records(CHANGELOG, partition)[0][0] == 0  # ...and nothing before it deleted
     base = [value for _, _, value in broker.records(CHANGELOG, partition)
             if value[0] == ROWS and mark_of(value)[1:] == (based_at.epoch, based_at.batch - 1)]
     # Its start is where the log's last checkpoint, an empty batch's, says the base is.
@@ -879,13 +886,11 @@ async def test_a_crash_between_a_base_and_its_tombstones_loses_nothing_and_the_n
         assert {p: store.checkpoint(p).changelog for p in log}[partition] >= based_at.changelog
     while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
         await worker.apply_batch(batch)
-    # The records left before the crashed base count toward the next one (from the point
-    # last cleaned on): it came by itself, with the inputs applied since.
-    assert store.checkpoint(partition).cleaned > based_at.changelog
     await worker.take_up(set(range(PARTITIONS)))
     await worker.finish_rerates()
-    await worker.committer.write_base(worker.partitions[partition])  # the next base, come early
-    assert store.checkpoint(partition).cleaned > based_at.changelog  # it cleaned up to itself
+    await worker.committer.write_base(worker.partitions[partition])  # the next base, come early if not yet
+    # It deleted everything before itself: what the crashed base left too.
+    assert broker.records(CHANGELOG, partition)[0][0] == store.checkpoint(partition).base > based_at.changelog
     assert held(broker, partition) <= 2 * local_keys(store, partition) + 3 < before + 2 * local_keys(store, partition)
     assert_committed_state_is(local(store), ledger, records=False)
     assert_committed_state_is(logged(broker, CORRECTED), ledger, records=False)

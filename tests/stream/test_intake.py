@@ -14,7 +14,7 @@ import pytest
 
 from stream_app.stream import kafka_io
 from stream_app.stream.changelog import StartedOver
-from stream_app.stream.intake import Intake, KafkaTopicReader, first_records
+from stream_app.stream.intake import Intake, KafkaChangelog, first_records
 from tests.support.kafka import ensure_topics, publish
 from tests.support.names import unique_name
 
@@ -183,7 +183,7 @@ async def _first_records_everywhere(bootstrap: str, url: str, prefix: str) -> No
     assert found[(f"{prefix}.missing", 0)] is None  # no such topic
     assert (await first_records(options, {(topic, partition): 20}))[(topic, partition)] is None  # at the end
     assert (await first_records(options, {(topic, partition): 19}))[(topic, partition)].offset == 19  # the last
-    reader = KafkaTopicReader(options, timeout=20)
+    reader = KafkaChangelog(options, timeout=20)
     assert (await reader.first_records({(topic, partition): 0}))[(topic, partition)].value == b"match-0"
 
 
@@ -227,5 +227,45 @@ def test_input_left_behind_while_fetches_bring_nothing_is_said_with_the_intakes_
             assert "(end, next) of each owned partition" in said
         finally:
             await intake.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_changelog_deletes_before_an_offset_and_reads_from_below_it_start_at_its_first(broker):
+    """A base's deletion on Kafka (DeleteRecords, on a topic made as the worker makes its
+    changelog): a read from below the first offset gives the records from it on (aiokafka's
+    default reset, "latest", gave none), what a log holds there is its first record, and a
+    standby following from below it goes on from there; a compacted-only topic refuses."""
+    from stream_app.client.kafka import CHANGELOG_CONFIGS
+
+    topic, compacted = unique_name("changelog-delete"), unique_name("changelog-compacted")
+
+    async def scenario():
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, 1, 1, topic_configs=CHANGELOG_CONFIGS),
+                                       NewTopic(compacted, 1, 1, topic_configs={"cleanup.policy": "compact"})])
+        finally:
+            await admin.close()
+        for name in (topic, compacted):
+            await publish(broker.bootstrap, name, [(b"k%d" % i, b"v%d" % i) for i in range(10)])
+        changelog = KafkaChangelog({"bootstrap_servers": broker.bootstrap}, timeout=20)
+        assert await changelog.delete_before(topic, 0, 6) == 6
+        read = [record async for chunk in changelog.read(topic, 0, 2, 10) for record in chunk]
+        assert [(offset, value) for offset, _, value in read] == [(i, b"v%d" % i) for i in range(6, 10)]
+        found = (await changelog.first_records({(topic, 0): 2}))[(topic, 0)]
+        assert found.offset == 6  # a later record in its place: what holds() takes as deleted
+        following = changelog.follow(topic, {0: 3})
+        try:
+            seen: list[int] = []
+            while len(seen) < 4:
+                records, _ = await asyncio.wait_for(following.__anext__(), 20)
+                seen += [record.offset for record in records.get(0, [])]
+            assert seen == [6, 7, 8, 9]
+        finally:
+            await following.aclose()
+        with pytest.raises(Exception, match="PolicyViolation"):
+            await changelog.delete_before(compacted, 0, 6)
 
     asyncio.run(scenario())

@@ -11,6 +11,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import orjson
+from aiokafka.errors import OffsetOutOfRangeError
 import pytest
 
 from stream_app.leagues import LeagueConfig
@@ -24,7 +25,7 @@ from stream_app.stream.batch_loop import BatchLoop
 from stream_app.stream.changelog import Checkpoint
 from stream_app.stream.commit import Fenced
 from stream_app.stream import intake as intake_module
-from stream_app.stream.intake import InputRecord, Intake, KafkaTopicReader
+from stream_app.stream.intake import InputRecord, Intake, KafkaChangelog
 from stream_app.stream.partitioner import league_partition
 from stream_app.stream.records import RecordHandler
 from stream_app.stream.standby import Standby
@@ -44,9 +45,9 @@ def inputs(partition: int, count: int = 60) -> list[InputRecord]:
     return [InputRecord(TOPIC, partition, i, doc["league"].encode(), orjson.dumps(doc), 1000) for i, doc in enumerate(docs)]
 
 
-class MemoryTopicReader(KafkaTopicReader):
+class MemoryChangelog(KafkaChangelog):
     """The worker's changelog reader over the broker's logs: its own reads and checks the
-    broker's, its following (KafkaTopicReader.follow) the worker's code over MemoryConsumer."""
+    broker's, its following (KafkaChangelog.follow) the worker's code over MemoryConsumer."""
 
     def __init__(self, memory: MemoryBroker):
         super().__init__({})
@@ -61,9 +62,12 @@ class MemoryTopicReader(KafkaTopicReader):
     async def end_offset(self, topic, partition):
         return await self.memory.end_offset(topic, partition)
 
+    async def delete_before(self, topic, partition, offset):
+        return await self.memory.delete_before(topic, partition, offset)
+
 
 class MemoryConsumer:
-    """What KafkaTopicReader.follow uses of aiokafka's consumer, over the broker's logs (fetches of 5 records)."""
+    """What KafkaChangelog.follow uses of aiokafka's consumer, over the broker's logs (fetches of 5 records)."""
 
     def __init__(self, memory: MemoryBroker):
         self.memory, self.at = memory, {}
@@ -79,6 +83,9 @@ class MemoryConsumer:
         self.at[tp] = offset
         self.memory.seeks.append(offset)
 
+    async def beginning_offsets(self, tps) -> dict:
+        return {tp: self.memory.firsts.get((tp.topic, tp.partition), 0) for tp in tps}
+
     def highwater(self, tp) -> int:
         return len(self.memory.logs[(tp.topic, tp.partition)])
 
@@ -89,6 +96,8 @@ class MemoryConsumer:
             if self.memory.fail_after is not None and start >= self.memory.fail_after:
                 self.memory.fail_after = None
                 raise ConnectionError("the broker went away")
+            if start < self.memory.firsts.get((tp.topic, tp.partition), 0):  # as Kafka: deleted, out of range
+                raise OffsetOutOfRangeError({tp: start})
             chunk = self.memory.logs[(tp.topic, tp.partition)][start:start + 5]
             if chunk:  # (a compacted log's gaps are None)
                 fetched[tp] = [SimpleNamespace(offset=start + i, key=record[0], value=record[1])
@@ -106,8 +115,8 @@ def memory(monkeypatch) -> MemoryBroker:
         memory.consumers += 1
         return MemoryConsumer(memory)
 
-    monkeypatch.setattr(intake_module, "AIOKafkaConsumer", consumer)  # (the follower's, KafkaTopicReader.follow)
-    monkeypatch.setattr(standby_module, "KafkaTopicReader", lambda options: MemoryTopicReader(memory))
+    monkeypatch.setattr(intake_module, "AIOKafkaConsumer", consumer)  # (the follower's, KafkaChangelog.follow)
+    monkeypatch.setattr(standby_module, "KafkaChangelog", lambda options: MemoryChangelog(memory))
     monkeypatch.setattr(standby_module, "FLUSH_SECONDS", 0.0)
     monkeypatch.setattr(standby_module, "RETRY_SECONDS", 0.01)
     return memory
@@ -134,8 +143,7 @@ def rows(store: LocalStore, partition: int) -> dict[bytes, bytes]:
     owner those it wrote: a replaced owner's late ones only the first)."""
     found = dict(store.scan(partition, b""))
     if CHECKPOINT_KEY in found:
-        found[CHECKPOINT_KEY] = replace(Checkpoint.decode(found[CHECKPOINT_KEY]), entries=0, cleaned=0,
-                                          tombstones=0).encode()
+        found[CHECKPOINT_KEY] = replace(Checkpoint.decode(found[CHECKPOINT_KEY]), entries=0).encode()
     return found
 
 
@@ -180,15 +188,15 @@ async def test_following_keeps_the_local_store_equal_to_the_owners_committed_sta
         assert_is_replay(store, p, log[p])
 
 
-async def test_a_standby_left_behind_follows_through_a_base_its_tombstones_and_the_cleaner(memory, pair):
-    """The standby stops; the owner writes a base and tombstones what came before it, and
-    the cleaner removes those records, the standby's checkpoint's among them: following
-    again, it reads the rest, wipes at the base's checkpoint, and ends with the owner's
-    tables (its checkpoint differs only in what is kept locally: the owner cleaned)."""
+async def test_a_standby_left_behind_follows_through_a_base_and_its_deletion(memory, pair):
+    """The standby stops; the owner writes a base and deletes what came before it, the
+    standby's checkpoint's record among them: following again, its fetch is out of range
+    (as Kafka's), it reads on from the base, wipes at the base's checkpoint, and ends with
+    the owner's tables."""
     owner, store, standby = pair
     docs = [orjson.loads(record.value) for record in inputs(0)][:40]
     # A void after the standby stopped deletes keys (the match's log row, its index): a
-    # reader that missed the void's rows (removed by the cleaner) keeps them unless the
+    # reader that missed the void's rows (deleted before the base) keeps them unless the
     # base wipes its state.
     docs.insert(25, {"schema": "match-voided.v1", "league": docs[3]["league"], "match_id": docs[3]["match_id"],
                      "reason": "test"})
@@ -202,9 +210,8 @@ async def test_a_standby_left_behind_follows_through_a_base_its_tombstones_and_t
     await owner.apply_batch(log[20:30])
     await owner.committer.write_base(owner.partitions[0])
     await owner.apply_batch(log[30:])
-    assert memory.logs[(CHANGELOG, 0)][behind] is not None
-    memory.compact(CHANGELOG)
-    assert memory.logs[(CHANGELOG, 0)][behind] is None  # the cleaner removed the standby's checkpoint record
+    assert memory.logs[(CHANGELOG, 0)][behind] is None  # the base deleted the standby's checkpoint record
+    seeks = len(memory.seeks)
     standby.follow([0])
 
     def tables(store: LocalStore) -> dict[bytes, bytes]:
@@ -215,6 +222,7 @@ async def test_a_standby_left_behind_follows_through_a_base_its_tombstones_and_t
     assert store.checkpoint(0).offsets == owner.store.checkpoint(0).offsets
     gone = set(stopped) - set(tables(owner.store))  # keys the void deleted
     assert gone and not gone & set(tables(store))
+    assert owner.store.checkpoint(0).base in memory.seeks[seeks:]  # on from the base, where the log starts
 
 
 async def test_a_standby_with_nothing_yet_follows_from_the_last_base_on(memory, pair, monkeypatch):

@@ -1,5 +1,5 @@
 """An in-memory stand-in for the broker, implementing stream/commit.py's
-`Sender` and `TopicReader`, so that the batch loop and the commit sequence run
+`Sender` and `ChangelogTopic`, so that the batch loop and the commit sequence run
 without Kafka or Faust (on a real local store).
 
 The broker delivers each send after a random number of event-loop turns, in
@@ -37,6 +37,9 @@ class MemoryBroker:
         self.chunks_read = 0
         self.inputs: dict[tuple[str, int], list[InputRecord]] = {}  # input topics' records (add_input)
         self.input_start: dict[tuple[str, int], int] = {}  # the first input offset retention kept
+        self.deletions = 0  # calls of delete_before()
+        self.firsts: dict[tuple[str, int], int] = {}  # each partition's first offset after deletions
+        self.refuse_deletion: Exception | None = None  # delete_before() raises this (a broker that cannot)
 
     async def partitions(self, topic: str) -> int:
         return self.partition_count
@@ -89,6 +92,18 @@ class MemoryBroker:
                     log[offset] = None
                     removed += 1
         return removed
+
+    async def delete_before(self, topic: str, partition: int, offset: int) -> int:
+        """Kafka's DeleteRecords: the records before `offset` are gone (their offsets hold
+        None, as the cleaner's gaps), and a read from below it starts there."""
+        self.deletions += 1
+        if self.refuse_deletion is not None:
+            raise self.refuse_deletion
+        log = self.logs[(topic, partition)]
+        assert offset <= len(log), f"deleting {topic}[{partition}] before {offset}: the log ends at {len(log) - 1}"
+        log[:offset] = [None] * offset
+        self.firsts[(topic, partition)] = max(offset, self.firsts.get((topic, partition), 0))
+        return self.firsts[(topic, partition)]
 
     def records(self, topic: str, partition: int) -> list[tuple[int, bytes, bytes | None]]:
         """A partition's records as a consumer reads them: (offset, key, value), without the gaps."""
