@@ -164,13 +164,9 @@ class BatchLoop:
                 self._handle(state, record, mine, applied)
         self.phase = f"committing {len(touched)} partitions"
         observe.BATCH_STAGE_SECONDS.labels("applying").observe(time.perf_counter() - started)
-        due = await self.committer.commit(list(touched.values()), [out for part in outputs.values() for out in part],
-                                          bases=False)
-        self.tally.applied_batch(applied, time.time())  # done: its events are out, whether or not a base follows
+        await self.committer.commit(list(touched.values()), [out for part in outputs.values() for out in part])
+        self.tally.applied_batch(applied, time.time())
         observe.BATCH_SECONDS.observe(time.perf_counter() - started)
-        if due:  # the batches after this one wait for them
-            self.phase = f"writing a base of partitions {', '.join(str(state.partition) for state in due)}"
-            await self.committer.write_bases(due)
 
     def _handle(self, state: PartitionTransaction, record: Any, outputs: list, applied: list) -> None:
         started = time.perf_counter()

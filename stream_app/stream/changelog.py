@@ -15,8 +15,10 @@ that wrote it (a number each take-up of the partition raises) and a batch number
 - a start (kind S): the rows after it, up to its checkpoint, are the whole
   state: a write-back (a worker whose changelog lost records, because the broker
   forgot them or the topic was recreated, writes its local state back under a
-  new epoch), or a base (the owner writes its state as its next batch, then
-  deletes every record before the start: stream/commit.py).
+  new epoch; releases before this one wrote bases this way too);
+- a base (kind B) and its end (kind Z): the owner's whole state as of its batch
+  B, as packed rows of B's epoch and batch, written between the batches after B
+  (stream/commit.py); once it ends, every record before the base is deleted.
 
 Entries, rows and packed rows are data records. Every record has a key of its own (a data
 record's: its epoch, batch and place in the batch; a mark's: its kind, epoch and
@@ -41,6 +43,14 @@ Read in log order from a consistent point, the committed records follow one rule
   records of the start's epoch from before it are dropped). A fence or a
   checkpoint of a higher epoch that comes first abandons it: its records are
   dropped;
+- a base of epoch E and batch B (or later: a reader that starts at the base has
+  accepted nothing) opens: its packed rows are set aside, and what is committed
+  from then on is kept as well as committed. At its end the state is void: it
+  is wiped, and the base's rows, then what was kept, are committed (the state a
+  reader of the whole log has, made from the base). A fence or a checkpoint of
+  a higher epoch abandons it. Packed rows after their batch's checkpoint that
+  belong to no open base (one opened before the reader's point) are dropped, as
+  is an end with no open base: the reader has that state already;
 - a tombstone (no value) is skipped.
 
 A worker takes a partition up by writing a fence and reading the log up to it:
@@ -65,6 +75,8 @@ FENCE = 0x46  # b"F"
 START = 0x53  # b"S"
 OLD_ROW = 0x44  # b"D": a row of the format before entries (its key, new value and value before the batch)
 ROWS = 0x50  # b"P": packed rows
+BASE = 0x42  # b"B": a base opens: the owner's state as of its batch, in packed rows written between later batches
+BASE_END = 0x5A  # b"Z": the base's rows are complete
 
 _MARK_HEAD = struct.Struct(">QQ")  # epoch, batch
 _OLD_ROW_HEAD = struct.Struct(">QQI")  # epoch, batch, length of the new value
@@ -237,6 +249,21 @@ def fence_record(epoch: int) -> tuple[bytes, bytes]:
     return mark_key(FENCE, epoch, random.getrandbits(64)), b"F" + _MARK_HEAD.pack(epoch, 0)
 
 
+def base_record(epoch: int, batch: int) -> tuple[bytes, bytes]:
+    """A base opening: packed rows of this epoch and batch follow, between the batches
+    after `batch`, and make the state as it was at `batch`'s checkpoint."""
+    return mark_key(BASE, epoch, batch), b"B" + _MARK_HEAD.pack(epoch, batch)
+
+
+def base_end_record(epoch: int, batch: int) -> tuple[bytes, bytes]:
+    """The base of this epoch and batch is complete."""
+    return mark_key(BASE_END, epoch, batch), b"Z" + _MARK_HEAD.pack(epoch, batch)
+
+
+# A base's rows are numbered from here in their batch: apart from the batch's own records.
+BASE_ROWS_FIRST = 1 << 31
+
+
 def start_record(epoch: int, batch: int = 1) -> tuple[bytes, bytes]:
     """A start whose state is the data records of `batch` of `epoch` on (a write-back: a
     new epoch's batch 1; a base: the owner's next batch)."""
@@ -255,8 +282,8 @@ def epoch_of(value: bytes) -> int:
 
 
 def is_mark(value: bytes) -> bool:
-    """A fence, start or checkpoint (not a data record)."""
-    return value[0] in (CHECKPOINT, FENCE, START)
+    """A fence, start, checkpoint or base mark (not a data record)."""
+    return value[0] in (CHECKPOINT, FENCE, START, BASE, BASE_END)
 
 
 def _old_row(key: bytes, value: bytes) -> tuple[bytes, bytes]:
@@ -290,6 +317,12 @@ class ChangelogRule:
         self.start: tuple[int, int] | None = None  # (epoch, batch) of a start read, until its checkpoint
         self.start_at = -1  # its offset
         self.wipe = False  # a start completed since the last take: the state before it is void
+        # A base open: (epoch, batch) of its opening, its offset, its rows so far, and the
+        # records committed since it opened (applied again on top of its rows when it ends).
+        self.base: tuple[int, int] | None = None
+        self.base_at = -1
+        self.base_rows: list[tuple[int, memoryview]] = []
+        self.since_base: list[tuple[int, memoryview]] = []
         self.fenced = 0  # data records and marks of replaced workers dropped
         self.accepted = 0  # fences and checkpoints accepted
 
@@ -300,6 +333,14 @@ class ChangelogRule:
         kind = value[0]
         epoch, batch = _MARK_HEAD.unpack_from(value, 1)
         if kind == ENTRY or kind == ROW or kind == ROWS or kind == OLD_ROW:
+            if kind == ROWS and (epoch, batch) == self.base:  # the open base's
+                self.base_rows.append((ROWS, memoryview(value)[DATA_START:]))
+                return
+            if kind == ROWS and (epoch, batch) <= (self.checkpoint.epoch, self.checkpoint.batch):
+                # Rows after their batch's checkpoint: a base whose opening this reader read
+                # past (from its checkpoint on): the state they make is the reader's already.
+                self.fenced += 1
+                return
             if epoch < self.checkpoint.epoch:
                 self.fenced += 1
             elif kind == OLD_ROW:
@@ -313,6 +354,7 @@ class ChangelogRule:
                 self.fenced += 1
                 return
             self._abandon_start(epoch)
+            self._abandon_base(epoch)
             self._accept(offset, epoch, current.batch, current.offsets, current.fingerprints, ours=0)
         elif kind == CHECKPOINT:
             if epoch < current.epoch or (epoch == current.epoch and batch <= current.batch):
@@ -329,6 +371,7 @@ class ChangelogRule:
                 self._abandon_start(epoch)
                 if base >= 0:
                     self.checkpoint = replace(current, base=base)
+            self._abandon_base(epoch)
             self._accept(offset, epoch, batch, offsets, fingerprints, ours=batch)
         elif kind == START:
             # A write-back's start has an epoch above the accepted one, a base's the
@@ -338,6 +381,23 @@ class ChangelogRule:
                 return
             self._abandon_start(epoch)
             self.start, self.start_at = (epoch, batch), offset
+        elif kind == BASE:
+            # Opened right after its batch's checkpoint, by that batch's writer: a reader that
+            # accepted the batch, or one that starts at the base (an empty directory, or the
+            # records before it deleted).
+            if (epoch, batch) < (current.epoch, current.batch):
+                self.fenced += 1
+                return
+            self.base, self.base_at, self.base_rows, self.since_base = (epoch, batch), offset, [], []
+        elif kind == BASE_END:
+            if (epoch, batch) != self.base:  # one opened before this reader's point, or abandoned
+                self.fenced += 1
+                return
+            # The base's rows are the state at its batch, and what was committed since goes on top.
+            self.records, self.wipe = [*self.base_rows, *self.since_base], True
+            entries = sum(kind == ENTRY for kind, _ in self.since_base)
+            self.checkpoint = replace(current, base=self.base_at, entries=entries)
+            self.base, self.base_rows, self.since_base = None, [], []
         else:
             raise ValueError(f"changelog record at offset {offset}: unknown kind {value[:1]!r}")
 
@@ -348,11 +408,17 @@ class ChangelogRule:
             start, self.start = self.start, None
             self.waiting = [waiting for waiting in self.waiting if waiting[0] != start[0] or waiting[1] < start[1]]
 
+    def _abandon_base(self, epoch: int) -> None:
+        """A mark of a newer epoch: the open base's writer was replaced before it ended."""
+        if self.base is not None and epoch > self.base[0]:
+            self.base, self.base_rows, self.since_base = None, [], []
+
     def _accept(self, offset: int, epoch: int, batch: int, offsets: dict[str, int], fingerprints: dict[str, int],
                 ours: int) -> None:
         """A fence (ours=0) or a checkpoint of `batch` (ours=batch) of `epoch`."""
         still: list[tuple[int, int, bytes, bytes | None]] = []
         records = self.records
+        first = len(records)
         entries = self.checkpoint.entries
         for waiting in self.waiting:
             record_epoch, record_batch, value, before = waiting
@@ -365,6 +431,8 @@ class ChangelogRule:
                 records.append((ROW, memoryview(before)[DATA_START:]))
             # else: its batch never completed, dropped
         self.waiting = still
+        if self.base is not None:
+            self.since_base += records[first:]
         self.checkpoint = replace(self.checkpoint, epoch=epoch, batch=batch, offsets=dict(offsets), changelog=offset,
                                   fingerprints=dict(fingerprints), entries=entries)
         self.accepted += 1

@@ -44,14 +44,14 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
-from itertools import chain
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol
+from itertools import chain, islice
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Protocol
 
 
 from . import observe
-from .changelog import (CHECKPOINT, ENTRY, ROW, ROWS, START, Checkpoint, ChangelogRule, RecordWriter, StartedOver,
-                        checkpoint_payload, checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of,
-                        rows_of, start_record)
+from .changelog import (BASE_ROWS_FIRST, CHECKPOINT, ENTRY, ROW, ROWS, START, Checkpoint, ChangelogRule,
+                        RecordWriter, StartedOver, base_end_record, base_record, checkpoint_payload,
+                        checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of, rows_of, start_record)
 from .partitioner import key_partition
 from .store import LocalStore
 from ..state.base import Tables
@@ -73,6 +73,10 @@ ROW_TAKE_UP_SECONDS = 1e-6
 # Records a take-up onto an empty directory reads first from the changelog's end, looking for
 # its last checkpoint (a batch's records are about that many): twice as many before each step.
 BASE_SEARCH_STEP = 256
+# Packed records of an open base each commit of its partition sends (about PACK_BYTES each:
+# 4 MiB, some 30 ms of work), before the batch's own: a base of a million keys takes
+# about 20 batches, and none waits for it (docs/design.md).
+BASE_RECORDS_A_COMMIT = 16
 # Event-loop turns the producer gets to put the outputs on the wire before the
 # records are built (the CPU-bound part of a commit): consumers see a batch's events
 # sooner, most of all after a re-rate (they are sent before its checkpoint either way).
@@ -90,6 +94,21 @@ class Output:
 
 class Fenced(Exception):
     """Another worker took the partition over with a higher epoch."""
+
+
+@dataclass(slots=True)
+class _OpenBase:
+    """A base being written: its opening mark's offset, the batch it is the state of, its
+    packed records still to send (from a store iterator made at that batch: RocksDB's
+    view as of then), and the entries committed up to that batch."""
+
+    state: Any  # the PartitionTransaction it belongs to: a take-up anew ends it
+    at: int
+    batch: int
+    records: Iterator[tuple[bytes, bytes]]
+    writer: RecordWriter
+    entries: int
+    started: float
 
 
 class Sender(Protocol):
@@ -143,6 +162,7 @@ class Committer:
         self.replaced = 0  # batches that found this worker replaced
         self.started_over: list[dict[str, Any]] = []  # changelog partitions found to have started over (for /health)
         self._keys: dict[int, int] = {}  # the local keys of each partition, as last counted (`_base_due`)
+        self._bases: dict[int, _OpenBase] = {}  # the bases being written, by partition
         # One take-up of a partition at a time: two reading its changelog into the local
         # store at once would each make an entry's writes (a match counted twice).
         self._taking_up: dict[int, asyncio.Lock] = {}
@@ -156,6 +176,7 @@ class Committer:
 
     async def _take_up(self, partition: int) -> PartitionTransaction:
         started = time.perf_counter()
+        self._end_base(partition)  # (before the store may be wiped under its iterator)
         local = self.store.checkpoint(partition)
         rule = ChangelogRule(local)
         if local.changelog >= 0 and not await holds(self.changelog, self.topic, partition, local):
@@ -264,12 +285,10 @@ class Committer:
         del self.started_over[:-64]
 
     # -- committing a batch ------------------------------------------------------------
-    async def commit(self, states: list[PartitionTransaction], outputs: list[Output],
-                     bases: bool = True) -> list[PartitionTransaction]:
-        """Commit a batch: the partitions' states and the batch's outputs, as above. The
-        partitions whose changelog then needs a base get it now, or with `bases=False`
-        come back for the caller to `write_base` once it has counted the batch done (its
-        events are out; the base only holds the batches after it)."""
+    async def commit(self, states: list[PartitionTransaction], outputs: list[Output]) -> None:
+        """Commit a batch: the partitions' states and the batch's outputs, as above; then
+        open a base for each partition whose changelog needs one (its rows go out with the
+        partition's next commits)."""
         started = time.perf_counter()
         outputs_acked = asyncio.ensure_future(asyncio.gather(*await self._send_outputs(outputs)))
         if outputs:
@@ -286,17 +305,17 @@ class Committer:
             if isinstance(result, BaseException):
                 raise result
         observe.BATCH_STAGE_SECONDS.labels("checkpointing").observe(time.perf_counter() - started)
-        due = [state for state, needs_base in zip(dirty, done[1:]) if needs_base]
-        if not bases:
-            return due
-        await self.write_bases(due)
-        return []
+        for state, needs_base in zip(dirty, done[1:]):
+            if needs_base:
+                await self.open_base(state)
 
     async def _checkpoint(self, state: PartitionTransaction, outputs_acked: Awaitable) -> bool:
-        """The partition's part of a batch's commit; whether its changelog now needs a base."""
+        """The partition's part of a batch's commit (with a part of its open base, if it
+        has one, before the batch's records); whether its changelog now needs a base."""
+        base_records, ended = self._base_part(state, BASE_RECORDS_A_COMMIT)
         records, mark, after = state.checkpoint_writes()
-        if records:
-            await self._send(state, records)
+        if base_records or records:
+            await self._send(state, chain(base_records, records))
         await outputs_acked
         await self._send(state, [mark])
         after.changelog = state.changelog_next - 1
@@ -304,6 +323,10 @@ class Committer:
         self.on_commit(state.partition, state.overlay)
         state.checkpointed(after)
         observe.CHECKPOINTS.inc()
+        if ended is not None:
+            await self._base_written(ended)
+        if state.partition in self._bases:
+            return False
         # The records the changelog holds from its last completed start on (those before it
         # are deleted by the base that made them void; where that failed, by the next).
         held = after.changelog + 1 - max(after.base, 0)
@@ -330,51 +353,74 @@ class Committer:
         deriving, base = entries * ENTRY_TAKE_UP_SECONDS, keys * ROW_TAKE_UP_SECONDS
         return 0 < self.take_up_seconds < deriving + base and deriving >= base
 
-    async def write_bases(self, states: list[PartitionTransaction]) -> None:
-        """`write_base` of each partition, together; a failure is raised once all are done."""
-        for result in await asyncio.gather(*map(self.write_base, states), return_exceptions=True):
-            if isinstance(result, BaseException):
-                raise result
+    async def open_base(self, state: PartitionTransaction) -> None:
+        """Open a base of the partition's committed state, right after its batch's
+        checkpoint: its opening mark now; its rows, read from the local store as it is now
+        (a RocksDB iterator's view stays as of its making), go out with the partition's
+        next commits, and its end mark with the last of them, whose checkpoint names the
+        base. A rule that reads the base from its opening to its end replaces its state
+        by the rows and applies what was committed since on top; one that does not (a
+        crash, a fence between) keeps what it had. The batches wait for none of it."""
+        self._end_base(state.partition)
+        before = state.checkpoint
+        writer = RecordWriter(before.epoch, before.batch, first=BASE_ROWS_FIRST)
+        records = writer.packed(self.store.scan_range(state.partition, b"\x01", b"\xff" * 8))
+        at = await self._send(state, [base_record(before.epoch, before.batch)])
+        self._bases[state.partition] = _OpenBase(state, at, before.batch, records, writer, before.entries,
+                                                 time.perf_counter())
+
+    def _base_part(self, state: PartitionTransaction, most: int | None) -> tuple[list[tuple[bytes, bytes]], Any]:
+        """The next `most` packed records of the partition's open base (None: all of them),
+        with its end mark once they are all out; then the base ended (otherwise None), and
+        the transaction's checkpoint names it, with the entries committed since."""
+        base = self._bases.get(state.partition)
+        if base is None:
+            return [], None
+        if base.state is not state:  # taken up anew since: the base ended with its owner's epoch
+            self._end_base(state.partition)
+            return [], None
+        part = list(islice(base.records, most))
+        if most is not None and len(part) == most:
+            return part, None
+        part.append(base_end_record(base.writer.epoch, base.batch))
+        del self._bases[state.partition]
+        state.checkpoint = replace(state.checkpoint, base=base.at, entries=state.checkpoint.entries - base.entries)
+        return part, base
+
+    def _end_base(self, partition: int) -> None:
+        """Drop the partition's open base (its owner's epoch is over), and its store iterator now."""
+        base = self._bases.pop(partition, None)
+        if base is not None:
+            base.records.close()
 
     async def write_base(self, state: PartitionTransaction) -> None:
-        """The owner's committed state as the changelog's new base, between two batches:
-        a start of the next batch, every local key as packed rows, its checkpoint (the
-        form of a write-back, in the owner's epoch), then an empty batch's checkpoint
-        that names it, so that it is the log's last checkpoint until the next batch's.
-        A rule that gets to the checkpoint replaces its state by the rows; one that
-        does not (a crash, a fence between) keeps what it had. Once the checkpoint is
-        acknowledged, the records before the start are void: `clean` deletes them, and
-        the changelog then holds the base and what follows it."""
-        started = time.perf_counter()
-        partition, before = state.partition, state.checkpoint
-        epoch, batch = before.epoch, before.batch + 1
-        writer = RecordWriter(epoch, batch)
-        rows = writer.packed(self.store.scan_range(partition, b"\x01", b"\xff" * 8))
-        # Its own checkpoint names the base before it: whether this one counts is known only
-        # once it has landed with nothing of a newer owner between.
-        mark = checkpoint_record(epoch, batch, before.offsets, before.fingerprints, before.base)
-        try:
-            start_at = await self._send(state, chain([start_record(epoch, batch)], rows, [mark]))
-        finally:
-            rows.close()  # a send that failed part-way: the store's iterator goes now, not with the traceback
-        after = Checkpoint(epoch, batch, dict(before.offsets), state.changelog_next - 1, dict(before.fingerprints),
-                           base=start_at)
-        self.store.write(partition, {}, after)
+        """A base written at once between two batches (what commits do in parts): opened,
+        every row, its end, and an empty batch's checkpoint that names it."""
+        await self.open_base(state)
+        part, base = self._base_part(state, None)
+        await self._send(state, part)
+        before = state.checkpoint
+        after = replace(before, batch=before.batch + 1)
+        await self._send(state, [checkpoint_record(after.epoch, after.batch, after.offsets, after.fingerprints,
+                                                   after.base)])
+        after.changelog = state.changelog_next - 1
+        self.store.write(state.partition, {}, after)
         state.checkpointed(after)
-        # A take-up onto an empty directory finds the base from the log's last checkpoint,
-        # even if this owner is gone before its next batch: an empty batch names it now.
-        await self._send(state, [checkpoint_record(epoch, batch + 1, after.offsets, after.fingerprints, start_at)])
-        after = replace(after, batch=batch + 1, changelog=state.changelog_next - 1)
-        self.store.write(partition, {}, after)
-        state.checkpointed(after)
-        self._keys[partition] = writer.rows_packed
+        await self._base_written(base)
+
+    async def _base_written(self, base: _OpenBase) -> None:
+        """A base ended, and a checkpoint that names it is acknowledged: the records before
+        it are void."""
+        partition, rows = base.state.partition, base.writer.rows_packed
+        self._keys[partition] = rows
         observe.BASES.inc()
-        observe.BASE_ROWS.inc(writer.rows_packed)
+        observe.BASE_ROWS.inc(rows)
         written = time.perf_counter()
-        cleaned = await self.clean(partition, start_at)
-        log.info("changelog partition %d: a base of %d rows at offset %d in %.2f s; the records before it %s "
-                 "in %.3f s", partition, writer.rows_packed, start_at, written - started,
-                 "deleted" if cleaned else "NOT deleted", time.perf_counter() - written)
+        cleaned = await self.clean(partition, base.at)
+        log.info("changelog partition %d: a base of %d rows (the state at batch %d) at offset %d, written with the "
+                 "batches after it in %.2f s; the records before it %s in %.3f s", partition, rows, base.batch,
+                 base.at, written - base.started, "deleted" if cleaned else "NOT deleted",
+                 time.perf_counter() - written)
 
     async def clean(self, partition: int, start: int) -> bool:
         """Delete the changelog's records before a completed start (a base), which it made

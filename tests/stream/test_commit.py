@@ -26,8 +26,10 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
-from stream_app.stream.changelog import (DATA_START, ROWS, START, ChangelogRule, checkpoint_payload, checkpoint_record,
-                                         fence_record, mark_of, rows_of)
+from stream_app.stream.changelog import ENTRY as ENTRY_KIND, ROW as ROW_KIND
+from stream_app.stream.changelog import (BASE, BASE_END, CHECKPOINT, DATA_START, ROWS, START, ChangelogRule, checkpoint_payload,
+                                         checkpoint_record, fence_record, mark_of, rows_of)
+from stream_app.stream import changelog as changelog_module
 from stream_app.stream import commit as commit_module
 from stream_app.stream.commit import (ENTRY_TAKE_UP_SECONDS, ROW_TAKE_UP_SECONDS, Committer, Fenced,
                                       store_committed)
@@ -417,14 +419,19 @@ def corrections_log(docs: list[dict]) -> dict[int, list[InputRecord]]:
 @pytest.mark.slow  # twelve runs of re-rates under crashes, 20 s of CPU: make test runs them, make check does not
 @pytest.mark.parametrize("bases", [False, True], ids=["growing changelog", "bases"])
 @pytest.mark.parametrize("seed", range(6))
-async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_event_once(seed, bases, tmp_path):
+async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_event_once(seed, bases, tmp_path,
+                                                                                          monkeypatch):
     """Voids, corrections and late results (re-rates of whole leagues, several per
     batch; on even seeds in parts of 10 participant results, each committed) with
     crashes at any send: the committed players, leagues and histories are the
     replay's, and every event (corrections included) is published, each id with
-    one content. With bases, each deletes the records before it (a crash may fall
-    between the two), and a restart may find a directory left long ago (a
-    standby's, say), whose checkpoint's records a base deleted."""
+    one content. With bases, each written over several commits (small packed records)
+    and deleting the records before it once it ends (a crash may fall anywhere
+    between), and a restart may find a directory left long ago (a standby's, say),
+    whose checkpoint's records a base deleted."""
+    if bases:
+        monkeypatch.setattr(changelog_module, "PACK_BYTES", 8192)
+        monkeypatch.setattr(commit_module, "BASE_RECORDS_A_COMMIT", 2)
     rng = random.Random(seed)
     settings = Settings(partitions=PARTITIONS, rerate_part=10 if seed % 2 == 0 else 10**9,
                         base_after=40 if bases else 0)
@@ -472,8 +479,11 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
     assert crashes > 0
     assert_committed_state_is(local(store), ledger, records=False)
     assert_committed_state_is(logged(broker, CORRECTED), ledger, records=False)
-    assert (counted("ratings_changelog_bases_total") > bases_before) == bases
-    assert (broker.deletions > 0) == bases
+    # Bases opened (each over several commits: a crash, or a take-up anew, abandons one);
+    # those that ended deleted the records before them.
+    opened = sum(value[0] == BASE for p in log for _, _, value in broker.records(CHANGELOG, p))
+    assert (opened > 0) == bases
+    assert (broker.deletions > 0) == (counted("ratings_changelog_bases_total") > bases_before)
     served = {key.decode(): value for key, value in committed(store, LEAGUES).items()}
     for league, record in ledger.records.items():
         assert {k: served[league].get(k) for k in ("matches", "players", "latest_time", "revision")} == \
@@ -686,14 +696,29 @@ def held(broker: MemoryBroker, partition: int) -> int:
     return len(broker.records(CHANGELOG, partition))
 
 
+def since_open_base(broker: MemoryBroker, partition: int) -> int:
+    """If the partition has a base open: the records written since the batch it is the state
+    of began (that batch made it due); 0 if not."""
+    records = broker.records(CHANGELOG, partition)
+    ends = len(broker.logs[(CHANGELOG, partition)])
+    marks = [offset for offset, _, value in records if value[0] in (BASE, BASE_END, CHECKPOINT)]
+    kinds = {offset: value[0] for offset, _, value in records}
+    opened = [offset for offset in marks if kinds[offset] in (BASE, BASE_END)]
+    if not opened or kinds[opened[-1]] == BASE_END:
+        return 0
+    before = [offset for offset in marks if offset < opened[-1] and kinds[offset] == CHECKPOINT]
+    return ends - (before[-2] + 1 if len(before) >= 2 else 0)
+
+
 BASED = Settings(partitions=PARTITIONS, base_after=40)
 
 
 async def test_with_bases_the_changelog_holds_at_most_twice_the_local_keys(tmp_path):
     """Results, voids and corrections (whose re-rates write rows for every key they
     change): with a base whenever a partition's changelog got as many data records as its
-    state has keys (at least 40 here), each deleting the records before it, the
-    changelog never holds more than twice the local keys (and a few marks), and read
+    state has keys (at least 40 here), each deleting the records before it once it ends
+    (with the partition's next commit), the changelog never holds more than twice the
+    local keys (and a few marks), and what came since a base opened, and read
     from its start into an empty store it is still the replay's state. Without bases
     it holds several times more."""
     docs = corrected_leagues(2, scale=3)
@@ -712,7 +737,8 @@ async def test_with_bases_the_changelog_holds_at_most_twice_the_local_keys(tmp_p
             await worker.apply_batch(batch)
             if based:
                 for p in log:
-                    assert held(broker, p) <= 2 * local_keys(store, p) + 3, (p, held(broker, p), local_keys(store, p))
+                    assert held(broker, p) <= 2 * local_keys(store, p) + 3 + since_open_base(broker, p), (
+                        p, held(broker, p), local_keys(store, p), since_open_base(broker, p))
         sizes[based] = sum(held(broker, p) for p in log), sum(local_keys(store, p) for p in log)
         assert (counted("ratings_changelog_bases_total") - bases >= 2) == based
         assert (broker.deletions >= 2) == based
@@ -756,31 +782,62 @@ async def test_records_a_failed_deletion_left_wait_for_the_next_base_without_mak
     assert held(broker, partition) <= local_keys(store, partition) + 3
 
 
-async def test_a_batch_that_makes_a_base_due_is_counted_done_before_the_base_is_written(tmp_path):
-    """Its events and checkpoint are out: the base holds only the batches after it, and
-    /health's applied count and the latency metrics do not wait for it."""
-    log = corrections_log(corrected_leagues(2))
+async def test_a_base_is_written_between_the_batches_after_it_and_every_reader_ends_with_its_owner(
+        tmp_path, monkeypatch):
+    """A base's rows go out with its partition's next commits, a few at a time (here four
+    small packed records a commit): the batches after it wait for none of it, and their
+    records lie between the base's opening and its end. A take-up onto an empty directory
+    while a base is open (from the last base that ended), one after it ended (from it), and
+    the whole log read by the rule, are each the owner's state."""
+    monkeypatch.setattr(changelog_module, "PACK_BYTES", 8192)
+    monkeypatch.setattr(commit_module, "BASE_RECORDS_A_COMMIT", 4)
+    monkeypatch.setattr(commit_module, "BASE_SEARCH_STEP", 8)
+    docs = corrected_leagues(2, scale=3)
+    log = corrections_log(docs)
+    ledger, _, _ = run(docs, CORRECTED)
     broker = MemoryBroker(partitions=PARTITIONS)
     broker.add_input(log)
-    store = LocalStore(tmp_path)
+    bases = counted("ratings_changelog_bases_total")
+    store = LocalStore(tmp_path / "owner")
     worker = BatchLoop(BASED, CORRECTED, store, broker, broker, Intake({}, SETTINGS.batch_max))
-    write_base = worker.committer.write_base
-    seen, written = [], []
-
-    async def watched(state):
-        seen.append((worker.tally.applied, worker.phase))
-        written.append(state.partition)
-        await write_base(state)
-
-    worker.committer.write_base = watched
     rng = random.Random(2)
-    while batch := next_batch(worker, log, rng):
-        applied = worker.tally.applied
+    taken_while_open = 0
+    while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
         await worker.apply_batch(batch)
-        for count, phase in seen:  # this batch's base(s): after the batch was counted, and shown as such
-            assert count == worker.tally.applied > applied and phase.startswith("writing a base of partitions")
-        seen.clear()
-    assert len(written) >= 2
+        open_now = [p for p in log if since_open_base(broker, p)]
+        if open_now and taken_while_open < 2:  # an empty directory takes the partition up now
+            taken_while_open += 1
+            empty = LocalStore(tmp_path / f"empty-{taken_while_open}")
+            reader = BatchLoop(BASED, CORRECTED, empty, broker, broker, Intake({}, SETTINGS.batch_max))
+            await reader.committer.take_up(open_now[0])  # (its fence ends the owner's epoch: the owner takes up anew)
+            assert tables_of(empty, open_now[0]) == tables_of(store, open_now[0])
+            empty.close()
+            worker.forget()
+    assert taken_while_open == 2
+    between = 0  # batches' data records that came between a base's opening and its end
+    for p in log:
+        opened = None
+        for offset, _, value in broker.records(CHANGELOG, p):
+            kind, epoch, batch = mark_of(value)
+            if kind == BASE:
+                opened = (epoch, batch)
+            elif kind == BASE_END:
+                opened = None
+            elif opened and kind in (ENTRY_KIND, ROW_KIND) and (epoch, batch) > opened:
+                between += 1
+    assert between > 50
+    assert counted("ratings_changelog_bases_total") - bases >= 2
+    assert_committed_state_is(local(store), ledger, records=False)
+    assert_committed_state_is(logged(broker, CORRECTED), ledger, records=False)
+    empty = LocalStore(tmp_path / "after")
+    reader = BatchLoop(BASED, CORRECTED, empty, broker, broker, Intake({}, SETTINGS.batch_max))
+    await reader.take_up(list(log))
+    for p in log:
+        assert tables_of(empty, p) == tables_of(store, p)
+
+
+def tables_of(store: LocalStore, partition: int) -> dict[bytes, bytes]:
+    return dict(store.scan_range(partition, b"\x01", b"\xff" * 8))
 
 
 def test_a_base_is_due_by_size_or_once_the_entries_held_would_make_a_take_up_too_long():
@@ -860,16 +917,17 @@ async def test_a_crash_between_a_base_and_its_deletion_loses_nothing_and_the_nex
     monkeypatch.setattr(Committer, "clean", clean)
     [partition] = based
     based_at = store.checkpoint(partition)
-    assert based_at.base > 0 and based_at.entries == 0  # the base is committed...
+    assert based_at.base > 0  # the base is committed...
     assert broker.records(CHANGELOG, partition)[0][0] == 0  # ...and nothing before it deleted
-    base = [value for _, _, value in broker.records(CHANGELOG, partition)
-            if value[0] == ROWS and mark_of(value)[1:] == (based_at.epoch, based_at.batch - 1)]
-    # Its start is where the log's last checkpoint, an empty batch's, says the base is.
+    # Its opening is where the log's last checkpoint, the one of the batch it ended with, says.
     *_, (last_at, _, last) = broker.records(CHANGELOG, partition)
     assert last_at == based_at.changelog and checkpoint_payload(last)[2] == based_at.base
-    assert mark_of(broker.records(CHANGELOG, partition)[based_at.base][2]) == (START, based_at.epoch, based_at.batch - 1)
-    assert [key for value in base for key, _ in rows_of(value[DATA_START:])] == [  # every local key, in order
-        key for key, _ in store.scan_range(partition, b"\x01", b"\xff" * 8)]
+    kind, epoch, of_batch = mark_of(broker.records(CHANGELOG, partition)[based_at.base][2])
+    assert (kind, epoch) == (BASE, based_at.epoch) and of_batch < based_at.batch
+    base = [value for _, _, value in broker.records(CHANGELOG, partition)
+            if value[0] == ROWS and mark_of(value)[1:] == (epoch, of_batch)]
+    keys = [key for value in base for key, _ in rows_of(value[DATA_START:])]
+    assert keys == sorted(set(keys)) and len(keys) > 100  # the state at that batch, in key order
     assert not any(value is None for p in log for _, _, value in broker.records(CHANGELOG, p))
     before = held(broker, partition)
     # Restarted on an empty directory, then on its own: the base stands, and what was
