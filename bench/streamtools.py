@@ -598,6 +598,8 @@ async def batch_loop(directory: Path, config: Any, records: list[Any], **setting
     started = time.perf_counter()
     for first in range(0, len(records), BATCH):
         await worker.apply_batch(records[first:first + BATCH])
+    while worker.committer.writing_bases:  # as an idle worker: a base being written goes on to its end
+        await worker.apply_batch([])
     return time.perf_counter() - started, store, broker, settings.changelog_topic
 
 

@@ -77,7 +77,7 @@ class BatchLoop:
             try:
                 async with self.intake.busy():  # a pause waits for a re-rate's part as for a batch
                     await self.finish_rerates()
-                async with self.intake.batch() as records:
+                async with self.intake.batch(idle=self.committer.writing_bases) as records:
                     generation = self.intake.generation
                     await self.apply_batch(records)
                 delay = RETRY_SECONDS
@@ -126,6 +126,9 @@ class BatchLoop:
         `batch_max_bytes` of input, each committed: a batch is bounded by records, not
         by work, and 2,000 rounds of thousands of participants would otherwise hold
         the event loop for minutes with nothing committed."""
+        if not records:  # no input: the bases being written go on
+            await self._commit_bases()
+            return
         self.tally.input(records)
         oldest = min((record.timestamp for record in records if record.timestamp), default=None)
         if oldest is not None:
@@ -164,9 +167,19 @@ class BatchLoop:
                 self._handle(state, record, mine, applied)
         self.phase = f"committing {len(touched)} partitions"
         observe.BATCH_STAGE_SECONDS.labels("applying").observe(time.perf_counter() - started)
-        await self.committer.commit(list(touched.values()), [out for part in outputs.values() for out in part])
+        # (with the partitions that had no input but a base being written: it goes on with them)
+        writing = [state for state in self.partitions.values()
+                   if state.partition not in touched and self.committer.writing_base(state)]
+        await self.committer.commit([*touched.values(), *writing], [out for part in outputs.values() for out in part])
         self.tally.applied_batch(applied, time.time())
         observe.BATCH_SECONDS.observe(time.perf_counter() - started)
+
+    async def _commit_bases(self) -> None:
+        """An empty batch of each partition whose base is being written, with the base's next part."""
+        writing = [state for state in self.partitions.values() if self.committer.writing_base(state)]
+        if writing:
+            self.phase = f"writing the bases of partitions {', '.join(str(state.partition) for state in writing)}"
+            await self.committer.commit(writing, [])
 
     def _handle(self, state: PartitionTransaction, record: Any, outputs: list, applied: list) -> None:
         started = time.perf_counter()
@@ -329,8 +342,9 @@ class BatchLoop:
     def forget(self) -> None:
         """Forget the partitions' states: each is taken up anew (a new epoch) before
         its next batch, which leaves whatever a failed or cancelled batch wrote
-        uncommitted."""
+        uncommitted (and ends the bases being written)."""
         self.partitions.clear()
+        self.committer.end_bases()
 
     async def stop(self) -> None:
         await self.pause()

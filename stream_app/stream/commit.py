@@ -190,6 +190,7 @@ class Committer:
                 raise StartedOver(f"changelog partition {partition}: a fence landed at offset {fence_at}, "
                                   f"below the local checkpoint's {rule.position - 1}")
             if rule.position == 0 and local.changelog < 0:  # an empty directory: from the last base on
+                self.store.wipe(partition)  # (rows a reader stored before it died, with no checkpoint)
                 rule = ChangelogRule(local, start=await last_base(self.changelog, self.topic, partition, fence_at))
                 read_from = rule.position
             await self.read_changelog(partition, rule, fence_at + 1)
@@ -212,7 +213,8 @@ class Committer:
                 rule.feed(offset, key, value)
                 if rule.wipe:  # a base or a write-back completed: its rows are stored alone, as they are
                     counted = self._store_part(partition, rule, counted)
-            if len(rule.records) >= FLUSH_RECORDS:
+            # (Not while a base is open: at its end what was committed meanwhile is applied again.)
+            if len(rule.records) >= FLUSH_RECORDS and rule.base is None:
                 counted = self._store_part(partition, rule, counted)
         self._store_part(partition, rule, counted)
         observe.FENCED_RECORDS.inc(rule.fenced)
@@ -296,7 +298,7 @@ class Committer:
                 time.perf_counter() - started))
         for _ in range(OUTPUT_HEAD_START):
             await asyncio.sleep(0)
-        dirty = [state for state in states if state.dirty]
+        dirty = [state for state in states if state.dirty or self.writing_base(state)]
         # Every part finishes (or fails) before the batch does: nothing of a failed
         # batch may still be writing when input goes back to the checkpoints.
         done = await asyncio.gather(outputs_acked, *(self._checkpoint(state, outputs_acked) for state in dirty),
@@ -386,6 +388,20 @@ class Committer:
         del self._bases[state.partition]
         state.checkpoint = replace(state.checkpoint, base=base.at, entries=state.checkpoint.entries - base.entries)
         return part, base
+
+    @property
+    def writing_bases(self) -> bool:
+        return bool(self._bases)
+
+    def writing_base(self, state: PartitionTransaction) -> bool:
+        """Whether the partition has a base being written by this transaction."""
+        base = self._bases.get(state.partition)
+        return base is not None and base.state is state
+
+    def end_bases(self) -> None:
+        """Drop every base being written (the partitions are taken up anew)."""
+        for partition in list(self._bases):
+            self._end_base(partition)
 
     def _end_base(self, partition: int) -> None:
         """Drop the partition's open base (its owner's epoch is over), and its store iterator now."""
@@ -528,12 +544,20 @@ def store_committed(store: LocalStore, partition: int, rule: ChangelogRule, tabl
     write with its checkpoint: each row as it is, each entry's local writes made
     again, in the changelog's order (after a wipe, if a start completed)."""
     records, checkpoint, wipe = rule.take()
-    if wipe and all(kind == ROWS for kind, _ in records):
-        # A base or a write-back taken alone (a take-up and a standby store it as soon as it completes):
-        # its rows, in key order, replace the partition's as one table file, with no dict between.
-        store.replace(partition, chain.from_iterable(rows_of(payload) for _, payload in records), checkpoint)
-        return
-    if wipe:
+    rows = 0  # the packed rows a base or a write-back starts with (a take-up and a standby store it as it completes)
+    while wipe and rows < len(records) and records[rows][0] == ROWS:
+        rows += 1
+    if rows:
+        # Its rows, in key order, replace the partition's as one table file, with no dict between;
+        # what was committed since a base opened then goes on top. Until then the store holds no
+        # checkpoint: a reader that dies between the two starts again as on an empty directory
+        # (which wipes what it finds: `Committer._take_up`, the standby).
+        table = chain.from_iterable(rows_of(payload) for _, payload in records[:rows])
+        store.replace(partition, table, checkpoint if rows == len(records) else Checkpoint())
+        if rows == len(records):
+            return
+        records = records[rows:]
+    elif wipe:
         store.wipe(partition)
     values: dict[bytes, bytes | None] = {}
     if records and all(kind == ROW for kind, _ in records):  # rows of releases before packed ones

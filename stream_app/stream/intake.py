@@ -157,17 +157,18 @@ class Intake:
             self.consumer = None
 
     @asynccontextmanager
-    async def batch(self) -> AsyncIterator[list[Any]]:
+    async def batch(self, idle: bool = False) -> AsyncIterator[list[Any]]:
         """The next batch of input (at most max_records, in order per partition);
-        it counts as in progress until the block ends. Waits while paused."""
-        records = await self._fetch()
+        it counts as in progress until the block ends. Waits while paused. With `idle`,
+        an empty one if a fetch brings nothing (the batch loop has work of its own)."""
+        records = await self._fetch(idle)
         self._idle.clear()
         try:
             yield records
         finally:
             self._idle.set()
 
-    async def _fetch(self) -> list[Any]:
+    async def _fetch(self, idle: bool = False) -> list[Any]:
         while True:
             await self._running.wait()
             async with self._turn:
@@ -188,6 +189,8 @@ class Intake:
                     self._quiet_since = None
                     return [record for part in batches.values() for record in part]
                 await self._check_stalled()
+                if idle:
+                    return []
 
     async def _check_stalled(self) -> None:
         """Fetches brought nothing for `stall_seconds` though a partition's log goes past

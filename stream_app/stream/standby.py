@@ -89,6 +89,7 @@ class Standby:
                             "from its beginning", p, checkpoint.changelog)
                 start = 0
             elif checkpoint.changelog < 0:  # nothing yet: from the last base on, as a take-up reads
+                self.store.wipe(p)  # (rows stored before a stop, with no checkpoint: stream/commit.py)
                 start = await last_base(changelog, self.topic, p, await changelog.end_offset(self.topic, p))
             rules[p] = ChangelogRule(checkpoint, start=start)
         stored = {p: rule.checkpoint.changelog for p, rule in rules.items()}

@@ -814,6 +814,11 @@ async def test_a_base_is_written_between_the_batches_after_it_and_every_reader_e
             empty.close()
             worker.forget()
     assert taken_while_open == 2
+    assert worker.committer.writing_bases  # the input ends with a base open (here)...
+    while worker.committer.writing_bases:  # ...which goes on with empty batches, as when no input comes
+        await worker.apply_batch([])
+    for p in log:
+        assert since_open_base(broker, p) == 0 and held(broker, p) <= 2 * local_keys(store, p) + 3
     between = 0  # batches' data records that came between a base's opening and its end
     for p in log:
         opened = None
