@@ -74,8 +74,8 @@ ROW_TAKE_UP_SECONDS = 1e-6
 # its last checkpoint (a batch's records are about that many): twice as many before each step.
 BASE_SEARCH_STEP = 256
 # Packed records of an open base each commit of its partition sends (about PACK_BYTES each:
-# 4 MiB, some 30 ms of work), before the batch's own: a base of a million keys takes
-# about 20 batches, and none waits for it (docs/design.md).
+# 4 MiB, read and packed in about 37 ms), before the batch's own: a base of a million keys
+# takes about 20 commits, and none waits for it (docs/performance.md, "Recovery").
 BASE_RECORDS_A_COMMIT = 16
 # Event-loop turns the producer gets to put the outputs on the wire before the
 # records are built (the CPU-bound part of a commit): consumers see a batch's events

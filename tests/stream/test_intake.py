@@ -81,6 +81,14 @@ def test_batches_start_at_the_positions_pause_waits_for_the_batch_and_rewind_goe
             async with intake.batch() as records:
                 assert [(r.partition, r.offset) for r in records] == [(1, 2), (1, 3)]
             assert intake.owned_partitions == [(topic, 1)]
+            # Nothing more to read: an idle batch (the batch loop writing a base) is empty at
+            # once, where a batch waits for input.
+            async with intake.batch(idle=True) as records:
+                assert records == []
+            with pytest.raises(asyncio.TimeoutError):
+                async with asyncio.timeout(1.0):
+                    async with intake.batch() as records:
+                        pass
         finally:
             await intake.close()
 
