@@ -266,7 +266,8 @@ BASE_ROWS_FIRST = 1 << 31
 
 def start_record(epoch: int, batch: int = 1) -> tuple[bytes, bytes]:
     """A start whose state is the data records of `batch` of `epoch` on (a write-back: a
-    new epoch's batch 1; a base: the owner's next batch)."""
+    new epoch's batch 1; a base of releases before bases had marks of their own: the
+    owner's next batch)."""
     return mark_key(START, epoch, batch), b"S" + _MARK_HEAD.pack(epoch, batch)
 
 
@@ -374,8 +375,8 @@ class ChangelogRule:
             self._abandon_base(epoch)
             self._accept(offset, epoch, batch, offsets, fingerprints, ours=batch)
         elif kind == START:
-            # A write-back's start has an epoch above the accepted one, a base's the
-            # owner's epoch and a later batch.
+            # A write-back's start has an epoch above the accepted one; an earlier release's
+            # base, the owner's epoch and a later batch.
             if (epoch, batch) <= (current.epoch, current.batch) or (self.start and (epoch, batch) <= self.start):
                 self.fenced += 1
                 return
@@ -388,6 +389,12 @@ class ChangelogRule:
             if (epoch, batch) < (current.epoch, current.batch):
                 self.fenced += 1
                 return
+            # Every reader of the whole log accepted its writer's fence and batch: one that
+            # starts here does too (so that a rival's fence of that epoch is dropped here as
+            # there), and what waits of batches up to it is in the base.
+            self.waiting = [waiting for waiting in self.waiting if waiting[:2] > (epoch, batch)]
+            if (epoch, batch) > (current.epoch, current.batch):
+                self.checkpoint = replace(current, epoch=epoch, batch=batch)
             self.base, self.base_at, self.base_rows, self.since_base = (epoch, batch), offset, [], []
         elif kind == BASE_END:
             if (epoch, batch) != self.base:  # one opened before this reader's point, or abandoned
@@ -407,6 +414,15 @@ class ChangelogRule:
         if self.start is not None and epoch > self.start[0]:
             start, self.start = self.start, None
             self.waiting = [waiting for waiting in self.waiting if waiting[0] != start[0] or waiting[1] < start[1]]
+
+    @property
+    def storable(self) -> bool:
+        """Whether what was committed may be stored now: not inside an open base. A reader
+        that stored there, with a checkpoint inside the base, and read on from it later
+        would drop the base's rows (its opening is behind it): right if its state before
+        the base was whole, not if it started at the base (an empty directory, or the
+        records before it deleted)."""
+        return self.base is None
 
     def _abandon_base(self, epoch: int) -> None:
         """A mark of a newer epoch: the open base's writer was replaced before it ended."""

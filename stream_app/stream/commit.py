@@ -49,7 +49,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, 
 
 
 from . import observe
-from .changelog import (BASE_ROWS_FIRST, CHECKPOINT, ENTRY, ROW, ROWS, START, Checkpoint, ChangelogRule,
+from .changelog import (BASE, BASE_END, BASE_ROWS_FIRST, CHECKPOINT, ENTRY, ROW, ROWS, START, Checkpoint, ChangelogRule,
                         RecordWriter, StartedOver, base_end_record, base_record, checkpoint_payload,
                         checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of, rows_of, start_record)
 from .partitioner import key_partition
@@ -211,12 +211,12 @@ class Committer:
         async for records in self.changelog.read(self.topic, partition, rule.position, end):
             for offset, key, value in records:
                 rule.feed(offset, key, value)
-                if rule.wipe:  # a base or a write-back completed: its rows are stored alone, as they are
+                if rule.wipe:  # a base or a write-back completed: its rows as one table file, then what came since
                     counted = self._store_part(partition, rule, counted)
-            # (Not while a base is open: at its end what was committed meanwhile is applied again.)
-            if len(rule.records) >= FLUSH_RECORDS and rule.base is None:
+            if len(rule.records) >= FLUSH_RECORDS and rule.storable:
                 counted = self._store_part(partition, rule, counted)
-        self._store_part(partition, rule, counted)
+        if rule.storable:  # (a take-up's own fence ends any base still open: it is stored then)
+            self._store_part(partition, rule, counted)
         observe.FENCED_RECORDS.inc(rule.fenced)
         self.fenced += rule.fenced
         rule.fenced = 0
@@ -238,7 +238,8 @@ class Committer:
         _, end = await ack
         newest = local.epoch + 1  # the fence just sent
         starts: dict[int, int] = {}  # epoch -> offset of the starts of newer owners
-        start_at = None  # the last of them whose write-back completed
+        bases: dict[tuple[int, int], int] = {}  # (epoch, batch) -> offset of the bases of newer owners
+        start_at = None  # the last of them that completed (a write-back) or ended (a base)
         async for records in self.changelog.read(self.topic, partition, 0, end):
             for offset, _, value in records:
                 if value is None:  # a tombstone
@@ -249,6 +250,10 @@ class Committer:
                     starts[epoch] = offset
                 elif value[0] == CHECKPOINT and epoch in starts:
                     start_at = starts[epoch]
+                elif value[0] == BASE and epoch > local.epoch:
+                    bases[mark_of(value)[1:]] = offset
+                elif value[0] == BASE_END and mark_of(value)[1:] in bases:
+                    start_at = bases[mark_of(value)[1:]]
         if start_at is not None:
             log.warning("changelog partition %d started over and holds a newer owner's state from offset %d: "
                         "the local state (epoch %d) is replaced by it", partition, start_at, local.epoch)
@@ -540,9 +545,10 @@ def transaction(store: LocalStore, partition: int, checkpoint: Checkpoint, table
 
 
 def store_committed(store: LocalStore, partition: int, rule: ChangelogRule, tables: Tables, derive: Derive) -> None:
-    """What the rule committed since it was last taken, into the local store in one
-    write with its checkpoint: each row as it is, each entry's local writes made
-    again, in the changelog's order (after a wipe, if a start completed)."""
+    """What the rule committed since it was last taken, into the local store with its
+    checkpoint: each row as it is, each entry's local writes made again, in the
+    changelog's order (after a wipe, if a start or a base completed); in one write, but
+    for a base's rows, which go in first, as a table file."""
     records, checkpoint, wipe = rule.take()
     rows = 0  # the packed rows a base or a write-back starts with (a take-up and a standby store it as it completes)
     while wipe and rows < len(records) and records[rows][0] == ROWS:

@@ -112,15 +112,15 @@ class Standby:
                         self.records += len(records)
                         observe.STANDBY_RECORDS.inc(len(records))
                     now = time.monotonic()
-                    for p, rule in rules.items():
-                        if rule.checkpoint.changelog != stored[p] and (
+                    for p, rule in rules.items():  # (not inside a base: see `ChangelogRule.storable`)
+                        if rule.storable and rule.checkpoint.changelog != stored[p] and (
                                 len(rule.records) >= FLUSH_RECORDS or now - flushed[p] >= FLUSH_SECONDS):
                             flush(p)
                     self.behind = _behind(ends, stored)
                     observe.STANDBY_BEHIND.set(-1 if self.behind is None else self.behind)
         finally:
             for p, rule in rules.items():  # keep what was read: a take-up starts from there
-                if rule.checkpoint.changelog != stored[p]:
+                if rule.storable and rule.checkpoint.changelog != stored[p]:
                     flush(p)
 
 

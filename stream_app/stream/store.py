@@ -134,7 +134,7 @@ class LocalStore:
     def replace(self, partition: int, rows: Iterable[tuple[bytes, bytes]], checkpoint: Checkpoint) -> None:
         """Every key of the partition replaced by `rows` (keys in increasing order) and
         the checkpoint: a wipe, then one table file ingested. Between the two the
-        partition is empty, and an empty store reads its changelog from the start."""
+        partition is empty, and an empty store reads its changelog again from the last base."""
         self.wipe(partition)
         self._ingest(partition, rows, checkpoint)
 

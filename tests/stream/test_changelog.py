@@ -7,9 +7,9 @@ from itertools import count
 
 import orjson
 
-from stream_app.stream.changelog import (DATA_START, ENTRY, PACK_BYTES, ROW, ROWS, Checkpoint, ChangelogRule,
-                                         RecordWriter, checkpoint_record, fence_record, input_fingerprint, mark_of,
-                                         row_of, start_record)
+from stream_app.stream.changelog import (BASE_ROWS_FIRST, DATA_START, ENTRY, PACK_BYTES, ROW, ROWS, Checkpoint,
+                                         ChangelogRule, RecordWriter, base_end_record, base_record, checkpoint_record,
+                                         fence_record, input_fingerprint, mark_of, row_of, start_record)
 from stream_app.stream.changelog import rows_of as packed_rows
 from tests.support.changelog import old_row
 
@@ -395,3 +395,37 @@ def test_records_before_a_base_that_the_cleaner_left_do_not_count():
     records, checkpoint, wipe = rule.take()
     assert wipe and rows_of(records) == {b"pa": 1, b"pb": 4}
     assert (checkpoint.epoch, checkpoint.batch) == (1, 4)
+
+
+def _committed_from(log: list[tuple[int, tuple[bytes, bytes]]], start: int) -> list[tuple[int, bytes]]:
+    """What a reader that starts at `start` with nothing stored ends with (its records,
+    after the last wipe)."""
+    rule = ChangelogRule(Checkpoint(), start=start)
+    out: list[tuple[int, bytes]] = []
+    for offset, (key, value) in log[start:]:
+        rule.feed(offset, key, value)
+        records, _, wipe = rule.take()
+        out = ([] if wipe else out) + [(kind, bytes(payload)) for kind, payload in records]
+    return out
+
+
+def test_a_rival_fence_of_the_base_writers_epoch_drops_no_batch_for_a_reader_from_the_base():
+    """A take-up from a stale directory fences with the owner's own epoch, between a batch's
+    records and its checkpoint, right after a base: a reader of the whole log drops that
+    fence (it accepted the owner's); one that starts at the base (an empty directory, or the
+    records before it deleted) takes the base's epoch as accepted, drops it too, and keeps
+    the batch."""
+    epoch = 3
+    log = [fence_record(epoch)]
+    log.append(RecordWriter(epoch, 1).entry(b"one"))
+    log.append(checkpoint_record(epoch, 1, {TOPIC: 0}))
+    log.append(base_record(epoch, 1))
+    log += list(RecordWriter(epoch, 1, first=BASE_ROWS_FIRST).packed([(b"\x01a", b"1")]))
+    log.append(base_end_record(epoch, 1))
+    log.append(RecordWriter(epoch, 2).entry(b"two"))
+    log.append(fence_record(epoch))  # the rival's
+    log.append(checkpoint_record(epoch, 2, {TOPIC: 1}, base=3))
+    log = list(enumerate(log))
+    whole, from_base = _committed_from(log, 0), _committed_from(log, 3)
+    assert [payload for kind, payload in whole if kind == ENTRY][-1:] == [b"two"]
+    assert [payload for kind, payload in from_base if kind == ENTRY] == [b"two"]

@@ -957,3 +957,98 @@ async def test_a_crash_between_a_base_and_its_deletion_loses_nothing_and_the_nex
     assert held(broker, partition) <= 2 * local_keys(store, partition) + 3 < before + 2 * local_keys(store, partition)
     assert_committed_state_is(local(store), ledger, records=False)
     assert_committed_state_is(logged(broker, CORRECTED), ledger, records=False)
+
+
+async def test_a_take_up_that_dies_inside_the_base_it_started_at_stores_none_of_it(tmp_path, monkeypatch):
+    """A take-up onto an empty directory starts at the last base; one that dies (here: its
+    read crashes after k chunks, for each k) before that base's end has stored nothing
+    past the base's opening (what it committed meanwhile stands on a void state), so the
+    take-up again from its directory reads the whole base and ends with the owner's
+    tables. (A checkpoint inside the base made it drop the base's rows: the state before
+    the base was lost.)"""
+    monkeypatch.setattr(changelog_module, "PACK_BYTES", 4096)
+    monkeypatch.setattr(commit_module, "BASE_RECORDS_A_COMMIT", 2)
+    monkeypatch.setattr(commit_module, "FLUSH_RECORDS", 3)
+    monkeypatch.setattr(commit_module, "BASE_SEARCH_STEP", 8)
+    log = corrections_log(corrected_leagues(5))
+    broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
+    owner_store = LocalStore(tmp_path / "owner")
+    owner = BatchLoop(BASED, CORRECTED, owner_store, broker, broker, Intake({}, SETTINGS.batch_max))
+    rng = random.Random(5)
+    writing: list[int] = []
+    while batch := next_batch(owner, log, rng) or next_batch(owner, log, rng):
+        await owner.apply_batch(batch)
+        now = [p for p, state in owner.partitions.items() if owner.committer.writing_base(state)]
+        ended = [p for p in writing if p not in now]
+        if ended:  # a base ended, with batches of input between its opening and its end
+            break
+        writing = now
+    partition = ended[0]
+    base_at = owner_store.checkpoint(partition).base
+    end_at = next(offset for offset, _, value in broker.records(CHANGELOG, partition)
+                  if offset > base_at and value[0] == BASE_END)
+    assert base_at > 0 and end_at - base_at > 20  # a base of many records, with batches in it
+    owner.forget()
+    inside = 0
+    for k in range(1, 5 + (end_at - base_at) // 7):
+        store = LocalStore(tmp_path / f"reader-{k}")
+        reader = BatchLoop(BASED, CORRECTED, store, broker, broker, Intake({}, SETTINGS.batch_max))
+        broker.chunks_read, broker.crash_reading_at = 0, k
+        try:
+            await reader.committer.take_up(partition)
+        except Crash:
+            pass
+        broker.crash_reading_at = None
+        died_at = store.checkpoint(partition).changelog
+        assert not base_at <= died_at < end_at, (k, died_at)
+        inside += died_at < 0 and broker.chunks_read > 2
+        await BatchLoop(BASED, CORRECTED, store, broker, broker, Intake({}, SETTINGS.batch_max)).committer.take_up(
+            partition)
+        assert tables_of(store, partition) == tables_of(owner_store, partition), k
+        store.close()
+    assert inside > 0  # some of the reads died inside the base
+
+
+async def test_a_stale_directory_after_the_log_started_over_takes_a_newer_base_not_its_own_state(tmp_path):
+    """The broker lost the changelog; its owner wrote its state back, then bases deleted the
+    write-back's start. A worker on a directory copied long before, whose checkpoint's offset
+    lies inside the new log, finds the newer owner's base (not a start only) and takes its
+    state: it does not write its stale state back over it."""
+    log = {0: input_log(1)[0]}
+    broker = MemoryBroker(partitions=PARTITIONS)
+    broker.add_input(log)
+    settings = Settings(partitions=PARTITIONS, base_after=20, take_up_seconds=1e-4)
+    records = log[0]
+
+    def worker_on(store: LocalStore) -> BatchLoop:
+        return BatchLoop(settings, CONFIG, store, broker, broker, Intake({}, settings.batch_max))
+
+    store = LocalStore(tmp_path / "a")
+    owner = worker_on(store)
+    for i in range(24):
+        await owner.apply_batch(records[i:i + 1])
+    store.close()
+    shutil.copytree(tmp_path / "a", tmp_path / "stale")
+    stale = LocalStore(tmp_path / "stale").checkpoint(0)
+    store = LocalStore(tmp_path / "a")
+    owner = worker_on(store)
+    for i in range(24, 36):
+        await owner.apply_batch(records[i:i + 1])
+    broker.logs[(CHANGELOG, 0)].clear()  # the broker lost the changelog
+    owner.forget()
+    await owner.take_up([0])
+    assert owner.committer.started_over[-1]["action"] == "local state written back"
+    i = 36
+    while not (broker.records(CHANGELOG, 0)[0][0] > 1 and len(broker.logs[(CHANGELOG, 0)]) > stale.changelog + 1):
+        await owner.apply_batch(records[i:i + 1])
+        i += 1
+        while owner.committer.writing_bases:
+            await owner.apply_batch([])
+    assert broker.records(CHANGELOG, 0)[0][0] <= stale.changelog  # the stale offset lies inside the new log
+    assert not any(value[0] == START for _, _, value in broker.records(CHANGELOG, 0))  # the write-back's is gone
+    owner.forget()
+    stale_store = LocalStore(tmp_path / "stale")
+    await worker_on(stale_store).take_up([0])
+    assert stale_store.checkpoint(0).offsets == store.checkpoint(0).offsets
+    assert tables_of(stale_store, 0) == tables_of(store, 0)

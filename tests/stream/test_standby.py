@@ -191,7 +191,7 @@ async def test_following_keeps_the_local_store_equal_to_the_owners_committed_sta
 async def test_a_standby_left_behind_follows_through_a_base_and_its_deletion(memory, pair):
     """The standby stops; the owner writes a base and deletes what came before it, the
     standby's checkpoint's record among them: following again, its fetch is out of range
-    (as Kafka's), it reads on from the base, wipes at the base's checkpoint, and ends with
+    (as Kafka's), it reads on from the base, wipes at the base's end, and ends with
     the owner's tables."""
     owner, store, standby = pair
     docs = [orjson.loads(record.value) for record in inputs(0)][:40]
