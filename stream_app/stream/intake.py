@@ -296,6 +296,7 @@ def ends_below(tp: TopicPartition, end: int, expected: int) -> str:
 
 
 # Reading a range that is known to exist: large fetches, no waiting for more.
+DELETE_SECONDS = 10.0  # the longest a deletion before a base waits for the broker (each of its two steps)
 RANGE_FETCH = dict(max_partition_fetch_bytes=32 * 1024 * 1024, fetch_max_bytes=64 * 1024 * 1024, fetch_max_wait_ms=50)
 
 
@@ -442,12 +443,14 @@ class KafkaChangelog:
             await consumer.stop()
 
     async def delete_before(self, topic: str, partition: int, offset: int) -> int:
+        # The batch that ended the base waits for it: a broker that does not answer soon
+        # leaves the records to the next base (stream/commit.py's `clean`).
+        wait = min(self.timeout, DELETE_SECONDS)
         admin = AIOKafkaAdminClient(**self.options)
-        await asyncio.wait_for(admin.start(), self.timeout)
+        await asyncio.wait_for(admin.start(), wait)
         try:
             tp = TopicPartition(topic, partition)
-            found = await asyncio.wait_for(admin.delete_records({tp: RecordsToDelete(before_offset=offset)}),
-                                           self.timeout)
+            found = await asyncio.wait_for(admin.delete_records({tp: RecordsToDelete(before_offset=offset)}), wait)
             return found[tp]
         finally:
             await admin.close()
