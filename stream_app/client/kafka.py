@@ -224,6 +224,22 @@ class KafkaConnection:
                 log.warning("topic %r has %d partitions, not %d", name, count, partitions)
         return counts
 
+    async def topic_configs(self, topic: str) -> dict[str, str]:
+        """The topic's settings as the broker describes them (Kafka: every one, defaults
+        too; the embedded broker: those set at its creation); {} if it cannot say."""
+        from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+        async with self._admin() as admin:
+            deadline = time.monotonic() + self.request_timeout
+            answers = await _retried(lambda: admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]),
+                                     deadline)
+        found: dict[str, str] = {}
+        for answer in answers:
+            for error, _, _, _, entries in answer.resources:
+                if error == 0:
+                    found.update((entry[0], entry[1]) for entry in entries)
+        return found
+
     async def check_group(self, group: str) -> None:
         """NotAuthorized if the principal may not use consumer group `group`. Without an ACL
         on it, aiokafka's group member asks for its coordinator again and again and a worker

@@ -5,12 +5,18 @@ lets a metadata request create one, stream/kafka_io.py)."""
 
 from __future__ import annotations
 
+import logging
+
 from ..client.kafka import KafkaConnection
 from ..settings import Settings
 
 
+log = logging.getLogger(__name__)
+
+
 class TopicsMismatch(RuntimeError):
-    """A topic's partition count differs from --partitions."""
+    """A topic's partition count differs from --partitions, or the changelog's settings
+    would let Kafka delete the state."""
 
 
 async def ensure_topics(settings: Settings) -> None:
@@ -25,6 +31,33 @@ async def ensure_topics(settings: Settings) -> None:
         if counts.get(topic) != settings.partitions:
             raise TopicsMismatch(f"topic {topic!r} has {counts.get(topic)} partitions but --partitions is "
                                  f"{settings.partitions}; they must agree")
+    problem = changelog_problem(settings.changelog_topic,
+                                await KafkaConnection.of(settings).topic_configs(settings.changelog_topic))
+    if problem is not None:
+        raise TopicsMismatch(problem)
+
+
+def changelog_problem(topic: str, configs: dict[str, str]) -> str | None:
+    """What is wrong with the changelog's settings as described (None: nothing). Under a
+    policy with "delete", a retention by age or size would delete the state's records
+    (the service creates it with neither: client/kafka.py's CHANGELOG_CONFIGS). A policy
+    without it is allowed, with a warning: a base cannot delete the records before it."""
+    policy = configs.get("cleanup.policy")
+    if policy is None:
+        return None
+    fix = f"kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config"
+    if "delete" in policy.split(","):
+        kept = [f"{name}={configs[name]}" for name in ("retention.ms", "retention.bytes")
+                if configs.get(name, "-1") != "-1"]
+        if kept:
+            return (f"changelog topic {topic!r} has cleanup.policy={policy} with {' and '.join(kept)}: Kafka would "
+                    f"delete the state's records by age or size; set both to -1 ({fix} "
+                    "retention.ms=-1,retention.bytes=-1)")
+    else:
+        log.warning("changelog topic %r has cleanup.policy=%s: a base cannot delete the records before it "
+                    "(Kafka's DeleteRecords needs 'delete'), so the changelog keeps growing; set it with %s "
+                    "'cleanup.policy=delete,retention.ms=-1,retention.bytes=-1'", topic, policy, fix)
+    return None
 
 
 async def check_start(settings: Settings) -> None:

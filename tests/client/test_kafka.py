@@ -89,3 +89,40 @@ async def test_a_broker_not_there_is_named_with_its_reason_even_where_repeated_w
             if repeats in logger.filters:
                 logger.removeFilter(repeats)
         logging.getLogger("aiokafka").removeFilter(repeats)
+
+
+def test_a_worker_refuses_a_changelog_kafka_would_delete_by_age_and_warns_of_one_it_cannot_clean(broker, caplog):
+    """Bases delete the changelog's records themselves; a changelog made another way with
+    Kafka's retention (7 days by default) would lose state: the worker refuses it in one
+    line that says what to run. A compacted-only one works, with a warning (its bases
+    cannot delete). The worker's own passes."""
+    import logging
+
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    from stream_app.settings import Settings
+    from stream_app.stream.topics import TopicsMismatch, ensure_topics
+
+    name = unique_name("retention")
+    made = {"kept-by-age": {"cleanup.policy": "delete"}, "compacted": {"cleanup.policy": "compact"}}
+
+    async def create() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(f"{name}-{kind}-state-changelog", 8, 1, topic_configs=configs)
+                                       for kind, configs in made.items()])
+        finally:
+            await admin.close()
+
+    def settings(app: str) -> Settings:
+        return Settings(broker=broker.url, match_topic=f"{name}.matches", changes_topic=f"{name}.changes",
+                        dlq_topic=f"{name}.dlq", app_id=app)
+
+    asyncio.run(create())
+    with pytest.raises(TopicsMismatch, match=r"retention\.ms=604800000.*retention\.ms=-1,retention\.bytes=-1"):
+        asyncio.run(ensure_topics(settings(f"{name}-kept-by-age")))
+    with caplog.at_level(logging.WARNING, logger="stream_app.stream.topics"):
+        asyncio.run(ensure_topics(settings(f"{name}-compacted")))
+    assert "cannot delete the records before it" in caplog.text
+    asyncio.run(ensure_topics(settings(f"{name}-own")))  # created by the worker: as it needs
