@@ -197,6 +197,10 @@ class Committer:
             if rule.checkpoint.changelog == fence_at:  # the rule accepted our fence
                 break
             epoch = rule.checkpoint.epoch + 1
+        if self.base_after and rule.checkpoint.base > 0:
+            # What a base that ended left before it, if its owner died before deleting it (or
+            # the deletion failed): nothing else would, until another base is due.
+            await self.clean(partition, rule.checkpoint.base)
         took = time.perf_counter() - started
         observe.TAKE_UP_SECONDS.observe(took)
         if took >= 1.0:  # a restart on its own directory reads a few records: not worth a line
@@ -445,15 +449,15 @@ class Committer:
 
     async def clean(self, partition: int, start: int) -> bool:
         """Delete the changelog's records before a completed start (a base), which it made
-        void; whether the broker did. A failure only leaves them for the next base to delete
-        (it deletes everything before itself): the batches need not wait for it."""
+        void; whether the broker did. A failure only leaves them for the partition's next
+        take-up or base to delete: the batches need not wait for it."""
         try:
             await self.changelog.delete_before(self.topic, partition, start)
             return True
         except Exception as exc:  # (a Crash of the tests is a BaseException: it goes through)
             observe.CLEAN_FAILURES.inc()
             log.warning("changelog partition %d: the records before the base at offset %d were not deleted (%s: %s); "
-                        "the next base deletes them", partition, start, type(exc).__name__, exc)
+                        "the next take-up or base deletes them", partition, start, type(exc).__name__, exc)
             return False
 
     async def _send(self, state: PartitionTransaction, records: Iterable[tuple[bytes, bytes | None]]) -> int:

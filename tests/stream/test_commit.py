@@ -893,7 +893,7 @@ async def test_results_alone_get_bases_by_time_and_a_take_up_from_one_equals_the
     assert_committed_state_is(local(empty), ledger)
 
 
-async def test_a_crash_between_a_base_and_its_deletion_loses_nothing_and_the_next_base_deletes_both(
+async def test_a_crash_between_a_base_and_its_deletion_loses_nothing_and_the_next_take_up_deletes(
         tmp_path, monkeypatch):
     docs = corrected_leagues(3)
     log = corrections_log(docs)
@@ -947,6 +947,8 @@ async def test_a_crash_between_a_base_and_its_deletion_loses_nothing_and_the_nex
         worker = worker_on(store)
         await worker.take_up(list(log))
         assert {p: store.checkpoint(p).changelog for p in log}[partition] >= based_at.changelog
+        # The take-up deleted what the crashed base left before it.
+        assert broker.records(CHANGELOG, partition)[0][0] == based_at.base
     while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
         await worker.apply_batch(batch)
     await worker.take_up(set(range(PARTITIONS)))
