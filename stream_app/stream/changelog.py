@@ -51,6 +51,8 @@ Read in log order from a consistent point, the committed records follow one rule
   a higher epoch abandons it. Packed rows after their batch's checkpoint that
   belong to no open base (one opened before the reader's point) are dropped, as
   is an end with no open base: the reader has that state already;
+- a data record whose key is not above the last one taken is a copy (the producer,
+  not idempotent, sent its record batch again after an answer it lost): dropped;
 - a tombstone (no value) is skipped.
 
 A worker takes a partition up by writing a fence and reading the log up to it:
@@ -325,6 +327,8 @@ class ChangelogRule:
         self.base_rows: list[tuple[int, memoryview]] = []
         self.since_base: list[tuple[int, memoryview]] = []
         self.fenced = 0  # data records and marks of replaced workers dropped
+        self.copies = 0  # data records sent twice by the producer, dropped
+        self.last_data_key = b""  # the key of the last data record taken (base rows aside)
         self.accepted = 0  # fences and checkpoints accepted
 
     def feed(self, offset: int, key: bytes, value: bytes | None) -> None:
@@ -346,7 +350,16 @@ class ChangelogRule:
                 self.fenced += 1
             elif kind == OLD_ROW:
                 self.waiting.append((epoch, batch, *_old_row(key, value)))
+            elif key[:1] == b"\x01" and len(key) == _DATA_KEY.size and key <= self.last_data_key:
+                # An owner numbers its data records in order (epoch, batch, place: the key, big-
+                # endian, so bytes compare as the numbers do). One at or below the last is a
+                # copy: the producer sent its record batch again after an answer it lost (it is
+                # not idempotent: the embedded broker has no InitProducerId). Applied twice, an
+                # entry would count its match twice.
+                self.copies += 1
             else:
+                if key[:1] == b"\x01" and len(key) == _DATA_KEY.size:
+                    self.last_data_key = key
                 self.waiting.append((epoch, batch, value, None))
             return
         current = self.checkpoint

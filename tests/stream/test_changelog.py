@@ -429,3 +429,19 @@ def test_a_rival_fence_of_the_base_writers_epoch_drops_no_batch_for_a_reader_fro
     whole, from_base = _committed_from(log, 0), _committed_from(log, 3)
     assert [payload for kind, payload in whole if kind == ENTRY][-1:] == [b"two"]
     assert [payload for kind, payload in from_base if kind == ENTRY] == [b"two"]
+
+
+def test_a_record_batch_the_producer_sent_twice_is_committed_once():
+    """A produce request whose answer was lost (a broker timing out) is sent again by the
+    producer, which is not idempotent: the batch's records land twice, before its
+    checkpoint. The rule commits each entry once (it counted the match twice)."""
+    epoch = 2
+    writer = RecordWriter(epoch, 1)
+    sent = [writer.entry(b"one"), writer.entry(b"two")]
+    log = [fence_record(epoch), *sent, *sent, checkpoint_record(epoch, 1, {TOPIC: 1})]
+    rule = ChangelogRule()
+    for offset, (key, value) in enumerate(log):
+        rule.feed(offset, key, value)
+    records, checkpoint, _ = rule.take()
+    assert [bytes(payload) for kind, payload in records if kind == ENTRY] == [b"one", b"two"]
+    assert rule.copies == 2 and checkpoint.batch == 1
