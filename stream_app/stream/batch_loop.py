@@ -218,7 +218,7 @@ class BatchLoop:
         while rerating := self.handler.rerating(state):
             league = min(rerating)
             self.phase = f"re-rating league {league}: {self.rerates.describe(league)}"
-            await self.committer.commit([state], outputs)
+            await self.committer.commit([state, *self._idle_bases(state)], outputs)
             outputs.clear()
             if self.pausing:
                 raise Paused(f"partition {state.partition}: paused between two parts of a re-rate")
@@ -226,6 +226,13 @@ class BatchLoop:
             outcome = self.handler.proceed(state, league)
             outputs.extend(outcome.outputs)
             self.rerates.progress(state, outcome, started, continued=True)
+
+    def _idle_bases(self, rerating: PartitionTransaction) -> list[PartitionTransaction]:
+        """The other partitions writing a base with nothing of the batch in progress: each
+        part of a re-rate carries their bases on (held until the batch ends, a long re-rate
+        would keep their store iterators, and the memory they pin, for all its parts)."""
+        return [state for state in self.partitions.values()
+                if state is not rerating and not state.dirty and self.committer.writing_base(state)]
 
     async def take_up(self, partitions: set[int] | list[int]) -> None:
         """Take these partitions up now (those not taken up yet), concurrently, once the

@@ -463,6 +463,7 @@ async def test_re_rates_under_crashes_and_failures_end_as_the_replay_with_each_e
         except Crash:
             crashes += 1
             broker.crash_at = None
+            worker.committer.end_bases()  # (a base's store iterator dies with its process)
             choice = rng.random()
             if left is not None and choice < 0.2:
                 store.close()
@@ -1054,3 +1055,50 @@ async def test_a_stale_directory_after_the_log_started_over_takes_a_newer_base_n
     await worker_on(stale_store).take_up([0])
     assert stale_store.checkpoint(0).offsets == store.checkpoint(0).offsets
     assert tables_of(stale_store, 0) == tables_of(store, 0)
+
+
+async def test_the_parts_of_a_re_rate_carry_another_partitions_base_on(tmp_path, monkeypatch):
+    """Each part of a long re-rate is committed; a partition with nothing in the batch whose
+    base is being written goes on with those commits (its base's next part each time), so
+    the base ends during the re-rate instead of waiting, with its store iterator open, for
+    the batch to end. A take-up onto an empty directory from that base is its owner's state."""
+    monkeypatch.setattr(changelog_module, "PACK_BYTES", 2048)
+    monkeypatch.setattr(commit_module, "BASE_RECORDS_A_COMMIT", 1)
+    settings = Settings(partitions=PARTITIONS, rerate_part=4, base_after=20, take_up_seconds=1e-4)
+    rng = random.Random(3)
+    leagues = {}
+    for name in ("chess", "go", "shogi", "xiangqi"):  # one league on each partition
+        leagues.setdefault(league_partition(name, PARTITIONS), name)
+    based, rerated = (leagues[p] for p in range(PARTITIONS))
+    log: dict[int, list[InputRecord]] = defaultdict(list)
+
+    def add(partition: int, docs: list[dict]) -> list[InputRecord]:
+        records = [InputRecord(TOPIC, partition, len(log[partition]) + i, doc["league"].encode(), orjson.dumps(doc),
+                               1000) for i, doc in enumerate(docs)]
+        log[partition] += records
+        return records
+
+    rerated_results = list(two_player_league(rerated, 12, 60, rng))
+    broker = MemoryBroker(partitions=PARTITIONS)
+    store = LocalStore(tmp_path / "owner")
+    worker = BatchLoop(settings, CONFIG, store, broker, broker, Intake({}, settings.batch_max))
+    await worker.apply_batch(add(1, rerated_results))
+    while worker.committer.writing_bases:
+        await worker.apply_batch([])
+    await worker.apply_batch(add(0, list(two_player_league(based, 30, 80, rng))))
+    owner = worker.partitions[0]
+    assert worker.committer.writing_base(owner)  # a base of several records, one a commit
+    void = {"schema": "match-voided.v1", "league": rerated, "match_id": rerated_results[0]["match_id"],
+            "reason": "entered twice"}
+    await worker.apply_batch(add(1, [void]))  # the re-rate's first part
+    assert worker.handler.rerating(worker.partitions[1]) and worker.committer.writing_base(owner)
+    parts = counted("ratings_checkpoints_total")
+    after = {"league": rerated, "match_id": "after-the-void", "participants": rerated_results[0]["participants"]}
+    await worker.apply_batch(add(1, [after]))  # its input waits: the rest of the re-rate comes first
+    assert counted("ratings_checkpoints_total") - parts > 20  # the re-rate's parts, each committed
+    assert not worker.committer.writing_base(owner)  # the base ended with them
+    assert since_open_base(broker, 0) == 0
+    empty = LocalStore(tmp_path / "empty")
+    reader = BatchLoop(settings, CONFIG, empty, broker, broker, Intake({}, settings.batch_max))
+    await reader.committer.take_up(0)
+    assert tables_of(empty, 0) == tables_of(store, 0)
