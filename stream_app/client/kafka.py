@@ -164,7 +164,7 @@ class KafkaConnection:
 
     async def ensure_topics(
         self, partitions: int | None = None, *, replication_factor: int = -1, extra: Iterable[str] = (),
-        changelogs: Iterable[str] = (), required: Iterable[str] = (),
+        changelogs: Iterable[str] = (), required: Iterable[str] = (), admin: Any = None,
     ) -> dict[str, int]:
         """Create the match, rating-changes and dead-letter topics if they are missing
         (and `extra` ones, and `changelogs` with the settings CHANGELOG_CONFIGS), with the
@@ -176,6 +176,8 @@ class KafkaConnection:
         the three topics the principal may not describe is left out (a producer needs only
         the match topic) unless it is `required`; NotAuthorized if it may not describe a
         required, `extra` or `changelogs` one, or may describe but not create a missing one.
+        `admin`: a started admin client of this connection (`admin()`) to ask with; else one
+        is started for this call.
         """
         from aiokafka.admin import NewTopic
 
@@ -183,7 +185,7 @@ class KafkaConnection:
         extra, changelogs = list(extra), list(changelogs)
         needed = {*extra, *changelogs, *required}
         names = [self.match_topic, self.changes_topic, self.dlq_topic, *extra, *changelogs]
-        async with self._admin() as admin:
+        async with self.admin(admin) as admin:
             deadline = time.monotonic() + self.request_timeout
             existing = set(await _retried(admin.list_topics, deadline))
             missing = [name for name in names if name not in existing]
@@ -224,12 +226,12 @@ class KafkaConnection:
                 log.warning("topic %r has %d partitions, not %d", name, count, partitions)
         return counts
 
-    async def topic_configs(self, topic: str) -> dict[str, str]:
+    async def topic_configs(self, topic: str, admin: Any = None) -> dict[str, str]:
         """The topic's settings as the broker describes them (Kafka: every one, defaults
         too; the embedded broker: those set at its creation); {} if it cannot say."""
         from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-        async with self._admin() as admin:
+        async with self.admin(admin) as admin:
             deadline = time.monotonic() + self.request_timeout
             answers = await _retried(lambda: admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]),
                                      deadline)
@@ -240,7 +242,7 @@ class KafkaConnection:
                     found.update((entry[0], entry[1]) for entry in entries)
         return found
 
-    async def check_group(self, group: str) -> None:
+    async def check_group(self, group: str, admin: Any = None) -> None:
         """NotAuthorized if the principal may not use consumer group `group`. Without an ACL
         on it, aiokafka's group member asks for its coordinator again and again and a worker
         waited silently, never given a partition (issue #44): asked once here, the broker says
@@ -248,7 +250,7 @@ class KafkaConnection:
         from aiokafka.errors import GroupAuthorizationFailedError
 
         try:
-            async with self._admin() as admin:
+            async with self.admin(admin) as admin:
                 await _retried(lambda: admin.find_coordinator(group), time.monotonic() + self.request_timeout)
         except GroupAuthorizationFailedError:
             raise NotAuthorized(f"{self.security.principal} may not use consumer group {group!r} "
@@ -256,11 +258,15 @@ class KafkaConnection:
                                 "by --app-id (docs/operations.md, Access control)") from None
 
     @asynccontextmanager
-    async def _admin(self) -> AsyncIterator[Any]:
-        """An aiokafka admin client of this connection, started, closed afterwards. Each of
+    async def admin(self, given: Any = None) -> AsyncIterator[Any]:
+        """An aiokafka admin client of this connection, started, closed afterwards; or
+        `given`, one already started, as it is (several calls asking through one). Each of
         its requests waits at most ATTEMPT_SECONDS: one sent to a broker that is dying (its
         port still takes connections) is then sent again to another before the caller's
         deadline (`_retried`)."""
+        if given is not None:
+            yield given
+            return
         from aiokafka.admin import AIOKafkaAdminClient
 
         options = {**self.options(), "request_timeout_ms": int(min(self.request_timeout, ATTEMPT_SECONDS) * 1000)}

@@ -6,6 +6,7 @@ lets a metadata request create one, stream/kafka_io.py)."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ..client.kafka import KafkaConnection
 from ..settings import Settings
@@ -19,20 +20,27 @@ class TopicsMismatch(RuntimeError):
     would let Kafka delete the state."""
 
 
-async def ensure_topics(settings: Settings) -> None:
+async def ensure_topics(settings: Settings, admin: Any = None) -> None:
     """Create the topics if missing, and refuse to run on topics whose partition
-    counts differ from --partitions (leagues would map to the wrong partitions).
-    At start, and again before partitions are taken up: a broker that forgot its
-    topics gets them back with the right counts."""
-    counts = await KafkaConnection.of(settings).ensure_topics(
+    counts differ from --partitions (leagues would map to the wrong partitions), or on
+    a changelog Kafka would delete by age or size. At start, and again before
+    partitions are taken up: a broker that forgot its topics gets them back with the
+    right counts. One admin client asks everything (`admin`, or one started here)."""
+    connection = KafkaConnection.of(settings)
+    async with connection.admin(admin) as admin:
+        await _ensure_topics(settings, connection, admin)
+
+
+async def _ensure_topics(settings: Settings, connection: KafkaConnection, admin: Any) -> None:
+    counts = await connection.ensure_topics(
         settings.partitions, extra=[settings.forward_topic], changelogs=[settings.changelog_topic],
-        required=[settings.match_topic, settings.changes_topic, settings.dlq_topic])
+        required=[settings.match_topic, settings.changes_topic, settings.dlq_topic], admin=admin)
     for topic in (*settings.input_topics, settings.changelog_topic):  # (a hidden one raised NotAuthorized)
         if counts.get(topic) != settings.partitions:
             raise TopicsMismatch(f"topic {topic!r} has {counts.get(topic)} partitions but --partitions is "
                                  f"{settings.partitions}; they must agree")
     problem = changelog_problem(settings.changelog_topic,
-                                await KafkaConnection.of(settings).topic_configs(settings.changelog_topic))
+                                await connection.topic_configs(settings.changelog_topic, admin))
     if problem is not None:
         raise TopicsMismatch(problem)
 
@@ -63,5 +71,7 @@ def changelog_problem(topic: str, configs: dict[str, str]) -> str | None:
 async def check_start(settings: Settings) -> None:
     """Before a worker starts: its topics made (as `ensure_topics`), and its consumer group
     one its principal may use (NotAuthorized otherwise: the group would wait silently)."""
-    await ensure_topics(settings)
-    await KafkaConnection.of(settings).check_group(settings.app_id)
+    connection = KafkaConnection.of(settings)
+    async with connection.admin() as admin:
+        await ensure_topics(settings, admin)
+        await connection.check_group(settings.app_id, admin)

@@ -126,3 +126,28 @@ def test_a_worker_refuses_a_changelog_kafka_would_delete_by_age_and_warns_of_one
         asyncio.run(ensure_topics(settings(f"{name}-compacted")))
     assert "cannot delete the records before it" in caplog.text
     asyncio.run(ensure_topics(settings(f"{name}-own")))  # created by the worker: as it needs
+
+
+def test_a_workers_start_checks_ask_through_one_admin_client(broker, monkeypatch):
+    """Its topics made and described, the changelog's settings and its group checked: one
+    admin client started for them all (each check started its own), and one for the topics
+    again before partitions are taken up."""
+    from stream_app.client import kafka as kafka_module
+    from stream_app.settings import Settings
+    from stream_app.stream.topics import check_start, ensure_topics
+
+    started = []
+
+    async def counted(client, security):
+        started.append(client)
+        await start_client(client, security)
+
+    monkeypatch.setattr(kafka_module, "start_client", counted)
+    name = unique_name("one-admin")
+    settings = Settings(broker=broker.url, match_topic=f"{name}.matches", changes_topic=f"{name}.changes",
+                        dlq_topic=f"{name}.dlq", app_id=name)
+    asyncio.run(check_start(settings))
+    assert len(started) == 1
+    asyncio.run(ensure_topics(settings))
+    assert len(started) == 2
+    assert asyncio.run(KafkaConnection.of(settings).topic_configs(settings.changelog_topic))["retention.ms"] == "-1"
