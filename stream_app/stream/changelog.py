@@ -8,8 +8,10 @@ that wrote it (a number each take-up of the partition raises) and a batch number
 - an entry (kind E): one input applied, with its outcome (what the domain needs
   to write its tables again without doing the work again: stream/records.py);
 - a row (kind R): a local key's new value, as it is (what a re-rate wrote);
-- packed rows (kind P): many local keys and their values, in key order (a base's
-  or a write-back's: the whole state, about PACK_BYTES a record);
+- packed rows (kind Q): many local keys and their values (or their deletion),
+  compressed, about PACK_BYTES a record before compression (a base's or a
+  write-back's: the whole state, in key order); kind P, uncompressed, is
+  earlier releases';
 - a checkpoint (kind C): the batch is complete, with the input offsets applied;
 - a fence (kind F): a worker took the partition up with a higher epoch;
 - a start (kind S): the rows after it, up to its checkpoint, are the whole
@@ -64,6 +66,7 @@ from __future__ import annotations
 import hashlib
 import random
 import struct
+import zlib
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
@@ -76,7 +79,9 @@ CHECKPOINT = 0x43  # b"C"
 FENCE = 0x46  # b"F"
 START = 0x53  # b"S"
 OLD_ROW = 0x44  # b"D": a row of the format before entries (its key, new value and value before the batch)
-ROWS = 0x50  # b"P": packed rows
+ROWS = 0x50  # b"P": packed rows (earlier releases')
+ZROWS = 0x51  # b"Q": packed rows, compressed (zlib), a value may be a deletion
+PACKED = (ROWS, ZROWS)
 BASE = 0x42  # b"B": a base opens: the owner's state as of its batch, in packed rows written between later batches
 BASE_END = 0x5A  # b"Z": the base's rows are complete
 
@@ -88,8 +93,12 @@ _KEY_LENGTH = struct.Struct(">H")
 # in turn. The lengths up front let a reader find every row's bounds at once (NumPy).
 _PACKED_COUNT = struct.Struct(">I")
 _PACKED_LENGTHS = np.dtype([("key", ">u2"), ("value", ">u4")])
-# About the bytes of a packed record: a base of a million keys is a few hundred records
-# (each a producer call), far below Kafka's 1 MiB bound on a record.
+_DELETED = 0xFFFFFFFF  # a compressed packed row's value length: the key is deleted
+# zlib's fastest level: rows of JSON values shrink about six times (561 to 92 bytes a
+# two-player match's writes), at about 8 ns a byte (docs/performance.md).
+_ZLIB_LEVEL = 1
+# About the bytes of a packed record before compression: a base of a million keys is a few
+# hundred records (each a producer call), far below Kafka's 1 MiB bound on a record.
 PACK_BYTES = 256 * 1024
 DATA_START = 1 + _MARK_HEAD.size  # where a data record's payload starts
 # A mark's key is its own too: a zero byte, its kind, its epoch, and its batch (a fence: a
@@ -181,27 +190,33 @@ class RecordWriter:
         """A local key's value as it is (None: deleted)."""
         return self._key(), b"".join((b"R", self.head, _KEY_LENGTH.pack(len(key)), key, value or b""))
 
-    def packed(self, rows: Iterable[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
-        """Rows (keys in order, none deleted) as packed records of about PACK_BYTES each;
-        `rows_packed` counts them."""
-        parts: list[bytes] = []
+    def packed(self, rows: Iterable[tuple[bytes, bytes | None]]) -> Iterator[tuple[bytes, bytes]]:
+        """Rows (None: the key deleted) as compressed packed records of about PACK_BYTES each
+        before compression, in the order given; `rows_packed` counts them."""
+        keys: list[bytes] = []
+        values: list[bytes | None] = []
         size = 0
         for key, value in rows:
-            parts += (key, value)
-            size += _PACKED_LENGTHS.itemsize + len(key) + len(value)
+            keys.append(key)
+            values.append(value)
+            size += _PACKED_LENGTHS.itemsize + len(key) + (0 if value is None else len(value))
             if size >= PACK_BYTES:
-                yield self._packed_record(parts)
-                parts, size = [], 0
-        if parts:
-            yield self._packed_record(parts)
+                yield self._packed_record(keys, values)
+                keys, values, size = [], [], 0
+        if keys:
+            yield self._packed_record(keys, values)
 
-    def _packed_record(self, parts: list[bytes]) -> tuple[bytes, bytes]:
-        count = len(parts) // 2
+    def _packed_record(self, keys: list[bytes], values: list[bytes | None]) -> tuple[bytes, bytes]:
+        count = len(keys)
         lengths = np.empty(count, _PACKED_LENGTHS)
-        sizes = list(map(len, parts))
-        lengths["key"], lengths["value"] = sizes[0::2], sizes[1::2]
+        lengths["key"] = list(map(len, keys))
+        lengths["value"] = [_DELETED if value is None else len(value) for value in values]
+        parts = [lengths.tobytes()]
+        for key, value in zip(keys, values):
+            parts += (key, value or b"")
         self.rows_packed += count
-        return self._key(), b"".join((b"P", self.head, _PACKED_COUNT.pack(count), lengths.tobytes(), *parts))
+        body = zlib.compress(b"".join(parts), _ZLIB_LEVEL)
+        return self._key(), b"".join((b"Q", self.head, _PACKED_COUNT.pack(count), body))
 
 
 def row_of(payload: memoryview | bytes) -> tuple[bytes, bytes | None]:
@@ -212,17 +227,43 @@ def row_of(payload: memoryview | bytes) -> tuple[bytes, bytes | None]:
 
 
 def rows_of(payload: memoryview | bytes) -> Iterator[tuple[bytes, bytes]]:
-    """A packed record's payload: its rows, (local key, value), in key order."""
+    """An uncompressed packed record's payload (kind P, earlier releases'): its rows,
+    (local key, value), in key order."""
     data = bytes(payload)  # one copy; slices of bytes are then one step each
     count = _PACKED_COUNT.unpack_from(data)[0]
-    lengths = np.frombuffer(data, _PACKED_LENGTHS, count, _PACKED_COUNT.size)
+    return _unpacked(data, _PACKED_COUNT.size, count, False)
+
+
+def packed_rows(kind: int, payload: memoryview | bytes) -> Iterator[tuple[bytes, bytes | None]]:
+    """A packed record's rows, (local key, value; None: deleted), in their order."""
+    if kind == ROWS:
+        return rows_of(payload)
+    count = _PACKED_COUNT.unpack_from(payload)[0]
+    return _unpacked(zlib.decompress(payload[_PACKED_COUNT.size:]), 0, count, True)
+
+
+def packed_count(payload: memoryview | bytes) -> int:
+    """The rows of a packed record (of either kind), without unpacking them."""
+    return _PACKED_COUNT.unpack_from(payload)[0]
+
+
+def _unpacked(data: bytes, at: int, count: int, deletions: bool) -> Iterator[tuple[bytes, bytes | None]]:
+    """The rows of `count` lengths at `at` in `data`, then their keys and values in turn."""
+    lengths = np.frombuffer(data, _PACKED_LENGTHS, count, at)
+    deleted = lengths["value"] == _DELETED if deletions else None
     sizes = np.empty(2 * count, np.int64)
     sizes[0::2], sizes[1::2] = lengths["key"], lengths["value"]
+    if deleted is not None and deleted.any():
+        sizes[1::2][deleted] = 0
     ends = np.cumsum(sizes)
-    ends += _PACKED_COUNT.size + lengths.nbytes
+    ends += at + lengths.nbytes
     bounds = ends.tolist()
-    pieces = [data[start:end] for start, end in zip([_PACKED_COUNT.size + lengths.nbytes] + bounds, bounds)]
-    return zip(pieces[0::2], pieces[1::2])
+    pieces = [data[start:end] for start, end in zip([at + lengths.nbytes] + bounds, bounds)]
+    values: list[bytes | None] = pieces[1::2]
+    if deleted is not None and deleted.any():
+        for i in np.flatnonzero(deleted).tolist():
+            values[i] = None
+    return zip(pieces[0::2], values)
 
 
 def checkpoint_record(epoch: int, batch: int, offsets: dict[str, int],
@@ -337,11 +378,12 @@ class ChangelogRule:
             return
         kind = value[0]
         epoch, batch = _MARK_HEAD.unpack_from(value, 1)
-        if kind == ENTRY or kind == ROW or kind == ROWS or kind == OLD_ROW:
-            if kind == ROWS and (epoch, batch) == self.base:  # the open base's
-                self.base_rows.append((ROWS, memoryview(value)[DATA_START:]))
+        if kind == ENTRY or kind == ROW or kind == ZROWS or kind == ROWS or kind == OLD_ROW:
+            packed = kind == ZROWS or kind == ROWS
+            if packed and (epoch, batch) == self.base:  # the open base's
+                self.base_rows.append((kind, memoryview(value)[DATA_START:]))
                 return
-            if kind == ROWS and (epoch, batch) <= (self.checkpoint.epoch, self.checkpoint.batch):
+            if packed and (epoch, batch) <= (self.checkpoint.epoch, self.checkpoint.batch):
                 # Rows after their batch's checkpoint: a base whose opening this reader read
                 # past (from its checkpoint on): the state they make is the reader's already.
                 self.fenced += 1

@@ -49,9 +49,9 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, 
 
 
 from . import observe
-from .changelog import (BASE, BASE_END, BASE_ROWS_FIRST, CHECKPOINT, ENTRY, ROW, ROWS, START, Checkpoint, ChangelogRule,
+from .changelog import (BASE, BASE_END, BASE_ROWS_FIRST, CHECKPOINT, ENTRY, PACKED, ROW, START, Checkpoint, ChangelogRule,
                         RecordWriter, StartedOver, base_end_record, base_record, checkpoint_payload,
-                        checkpoint_record, epoch_of, fence_record, is_mark, mark_of, row_of, rows_of, start_record)
+                        checkpoint_record, epoch_of, fence_record, is_mark, mark_of, packed_rows, row_of, start_record)
 from .partitioner import key_partition
 from .store import LocalStore
 from ..state.base import Tables
@@ -73,10 +73,11 @@ ROW_TAKE_UP_SECONDS = 1e-6
 # Records a take-up onto an empty directory reads first from the changelog's end, looking for
 # its last checkpoint (a batch's records are about that many): twice as many before each step.
 BASE_SEARCH_STEP = 256
-# Packed records of an open base each commit of its partition sends (about PACK_BYTES each:
-# 4 MiB, read and packed in about 37 ms), before the batch's own: a base of a million keys
-# takes about 20 commits, and none waits for it (docs/performance.md, "Recovery").
-BASE_RECORDS_A_COMMIT = 16
+# Packed records of an open base each commit of its partition sends (about PACK_BYTES each
+# before compression: 2 MiB, read, packed and compressed in about 25 ms), before the batch's
+# own: a base of a million keys takes about 50 commits, and none waits for it
+# (docs/performance.md, "Changelog").
+BASE_RECORDS_A_COMMIT = 8
 # Event-loop turns the producer gets to put the outputs on the wire before the
 # records are built (the CPU-bound part of a commit): consumers see a batch's events
 # sooner, most of all after a re-rate (they are sent before its checkpoint either way).
@@ -555,14 +556,14 @@ def store_committed(store: LocalStore, partition: int, rule: ChangelogRule, tabl
     for a base's rows, which go in first, as a table file."""
     records, checkpoint, wipe = rule.take()
     rows = 0  # the packed rows a base or a write-back starts with (a take-up and a standby store it as it completes)
-    while wipe and rows < len(records) and records[rows][0] == ROWS:
+    while wipe and rows < len(records) and records[rows][0] in PACKED:
         rows += 1
     if rows:
         # Its rows, in key order, replace the partition's as one table file, with no dict between;
         # what was committed since a base opened then goes on top. Until then the store holds no
         # checkpoint: a reader that dies between the two starts again as on an empty directory
         # (which wipes what it finds: `Committer._take_up`, the standby).
-        table = chain.from_iterable(rows_of(payload) for _, payload in records[:rows])
+        table = chain.from_iterable(packed_rows(kind, payload) for kind, payload in records[:rows])
         store.replace(partition, table, checkpoint if rows == len(records) else Checkpoint())
         if rows == len(records):
             return
@@ -586,8 +587,8 @@ def apply_records(state: PartitionTransaction, records: Iterable[tuple[int, memo
     for kind, payload in records:
         if kind == ENTRY:
             entry(payload)
-        elif kind == ROWS:
-            for key, value in rows_of(payload):
+        elif kind in PACKED:
+            for key, value in packed_rows(kind, payload):
                 state.put_stored(key, value)
         else:
             state.put_stored(*row_of(payload))

@@ -3,14 +3,15 @@ data records count with their checkpoint, in order, a crashed batch's are
 dropped, a take-up fences the writers before it, and a rival take-up that comes
 second is not accepted."""
 
+import zlib
 from itertools import count
 
 import orjson
 
-from stream_app.stream.changelog import (BASE_ROWS_FIRST, DATA_START, ENTRY, PACK_BYTES, ROW, ROWS, Checkpoint,
+from stream_app.stream.changelog import (BASE_ROWS_FIRST, DATA_START, ENTRY, PACK_BYTES, ROW, ROWS, ZROWS, Checkpoint,
                                          ChangelogRule, RecordWriter, base_end_record, base_record, checkpoint_record,
-                                         fence_record, input_fingerprint, mark_of, row_of, start_record)
-from stream_app.stream.changelog import rows_of as packed_rows
+                                         fence_record, input_fingerprint, mark_of, packed_count, packed_rows, row_of,
+                                         start_record)
 from tests.support.changelog import old_row
 
 TOPIC = "match-results"
@@ -33,8 +34,8 @@ def rows_of(records: list) -> dict:
     """Committed row records folded into the values they leave (None: deleted)."""
     rows = {}
     for kind, payload in records:
-        assert kind in (ROW, ROWS)
-        for key, value in packed_rows(payload) if kind == ROWS else [row_of(payload)]:
+        assert kind in (ROW, ROWS, ZROWS)
+        for key, value in packed_rows(kind, payload) if kind != ROW else [row_of(payload)]:
             rows[key] = None if value is None else orjson.loads(value)
     return rows
 
@@ -315,24 +316,49 @@ def test_a_packed_base_replaces_the_state_before_it_as_a_base_of_rows_does():
             if offset >= rule.position:
                 rule.feed(offset, key, value)
         records, checkpoint, wipe = rule.take()
-        assert wipe and [kind for kind, _ in records] == [ROWS, ROW] and rows_of(records) == {b"pa": 1, b"pb": 4}
+        assert wipe and [kind for kind, _ in records] == [ZROWS, ROW] and rows_of(records) == {b"pa": 1, b"pb": 4}
         assert (checkpoint.epoch, checkpoint.batch, checkpoint.base) == (1, 4, len(BEFORE_BASE))
 
 
-def test_packed_rows_come_back_in_order_from_records_of_about_pack_bytes_each():
+def test_packed_rows_come_back_in_order_from_compressed_records_of_about_pack_bytes_each():
     rows = [(b"p%06d" % i, bytes([i % 251]) * (i % 700)) for i in range(3000)]  # empty values too
+    rows[7] = (rows[7][0], None)  # a deletion
     writer = RecordWriter(3, 258)
     records = list(writer.packed(iter(rows)))
     assert writer.rows_packed == 3000 and len(records) == writer.count > 2
     assert len({key for key, _ in records}) == len(records)  # a key of its own each: the cleaner keeps every one
-    assert all(value[:1] == b"P" and mark_of(value)[1:] == (3, 258) for _, value in records)
-    assert all(PACK_BYTES <= len(value) < PACK_BYTES + 1000 for _, value in records[:-1])
-    assert [row for _, value in records for row in packed_rows(memoryview(value)[DATA_START:])] == rows
+    assert all(value[:1] == b"Q" and mark_of(value)[1:] == (3, 258) for _, value in records)
+    assert all(len(value) < PACK_BYTES / 4 for _, value in records)  # about PACK_BYTES each before compression
+    unpacked = [row for _, value in records for row in packed_rows(ZROWS, memoryview(value)[DATA_START:])]
+    assert unpacked == rows
+    assert sum(packed_count(memoryview(value)[DATA_START:]) for _, value in records) == 3000
     assert list(RecordWriter(1, 1).packed(iter([]))) == []
-    # Changelogs outlive releases: the count, each row's two lengths, then keys and values in turn.
-    [(_, record)] = RecordWriter(3, 258).packed(iter([(b"pa", b"[1]"), (b"pb", b"")]))
+    # Changelogs outlive releases: the count, then compressed (zlib) each row's two lengths
+    # (a deletion's value length all ones), then keys and values in turn.
+    [(_, record)] = RecordWriter(3, 258).packed(iter([(b"pa", b"[1]"), (b"pb", b""), (b"pc", None)]))
     head = bytes(7) + b"\x03" + bytes(6) + b"\x01\x02"
-    assert record == b"P" + head + b"\x00\x00\x00\x02" + b"\x00\x02\x00\x00\x00\x03\x00\x02\x00\x00\x00\x00" + b"pa[1]pb"
+    assert record[:DATA_START + 4] == b"Q" + head + b"\x00\x00\x00\x03"
+    assert zlib.decompress(record[DATA_START + 4:]) == \
+        b"\x00\x02\x00\x00\x00\x03" + b"\x00\x02\x00\x00\x00\x00" + b"\x00\x02\xff\xff\xff\xff" + b"pa[1]pbpc"
+
+
+def test_packed_records_of_earlier_releases_are_read_as_they_were_written():
+    """Kind P: uncompressed, the count, each row's two lengths, then keys and values in turn."""
+    head = bytes(7) + b"\x03" + bytes(6) + b"\x01\x02"
+    record = b"P" + head + b"\x00\x00\x00\x02" + b"\x00\x02\x00\x00\x00\x03\x00\x02\x00\x00\x00\x00" + b"pa[1]pb"
+    assert list(packed_rows(ROWS, memoryview(record)[DATA_START:])) == [(b"pa", b"[1]"), (b"pb", b"")]
+    # In a base of an earlier release (a start and its packed rows), they replace the state.
+    payload = b"\x00\x00\x00\x02" + b"\x00\x02\x00\x00\x00\x01\x00\x02\x00\x00\x00\x01" + b"pa1pb2"
+    packed = (RecordWriter(1, 3, first=1_000_000).row(b"", None)[0], b"P" + mark_of_head(1, 3) + payload)
+    rule = ChangelogRule()
+    for offset, (key, value) in enumerate(BEFORE_BASE + BASE[:1] + [packed] + BASE[-1:] + AFTER_BASE):
+        rule.feed(offset, key, value)
+    records, _, wipe = rule.take()
+    assert wipe and [kind for kind, _ in records] == [ROWS, ROW] and rows_of(records) == {b"pa": 1, b"pb": 4}
+
+
+def mark_of_head(epoch: int, batch: int) -> bytes:
+    return epoch.to_bytes(8, "big") + batch.to_bytes(8, "big")
 
 
 def test_a_base_its_owner_did_not_finish_changes_nothing():

@@ -27,8 +27,8 @@ from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
 from stream_app.stream.changelog import ENTRY as ENTRY_KIND, ROW as ROW_KIND
-from stream_app.stream.changelog import (BASE, BASE_END, CHECKPOINT, DATA_START, ROWS, START, ChangelogRule, checkpoint_payload,
-                                         checkpoint_record, fence_record, mark_of, rows_of)
+from stream_app.stream.changelog import (BASE, BASE_END, CHECKPOINT, DATA_START, START, ZROWS, ChangelogRule,
+                                         checkpoint_payload, checkpoint_record, fence_record, mark_of, packed_rows)
 from stream_app.stream import changelog as changelog_module
 from stream_app.stream import commit as commit_module
 from stream_app.stream.commit import (ENTRY_TAKE_UP_SECONDS, ROW_TAKE_UP_SECONDS, Committer, Fenced,
@@ -931,8 +931,8 @@ async def test_a_crash_between_a_base_and_its_deletion_loses_nothing_and_the_nex
     kind, epoch, of_batch = mark_of(broker.records(CHANGELOG, partition)[based_at.base][2])
     assert (kind, epoch) == (BASE, based_at.epoch) and of_batch < based_at.batch
     base = [value for _, _, value in broker.records(CHANGELOG, partition)
-            if value[0] == ROWS and mark_of(value)[1:] == (epoch, of_batch)]
-    keys = [key for value in base for key, _ in rows_of(value[DATA_START:])]
+            if value[0] == ZROWS and mark_of(value)[1:] == (epoch, of_batch)]
+    keys = [key for value in base for key, _ in packed_rows(ZROWS, value[DATA_START:])]
     assert keys == sorted(set(keys)) and len(keys) > 100  # the state at that batch, in key order
     assert not any(value is None for p in log for _, _, value in broker.records(CHANGELOG, p))
     before = held(broker, partition)
