@@ -129,6 +129,13 @@ def _corrections_records() -> list[InputRecord]:
     return [InputRecord("matches", 0, i, d["league"].encode(), orjson.dumps(d), 0) for i, d in enumerate(docs)]
 
 
+def _rows(records: list[tuple[int, bytes, bytes]]) -> int:
+    """The data the records hold: a packed record counted as its rows, any other record as one."""
+    from stream_app.stream.changelog import DATA_START, PACKED, packed_count
+
+    return sum(packed_count(value[DATA_START:]) if value[0] in PACKED else 1 for _, _, value in records)
+
+
 def _cleaned(log: list[tuple[bytes, bytes | None]], first: int) -> list[tuple[int, bytes, bytes]]:
     """What the changelog holds: the records from its first offset on (a base deletes those before it)."""
     return [(offset, key, value) for offset, (key, value) in enumerate(log) if offset >= first]
@@ -180,14 +187,17 @@ def corrections() -> dict[str, Any]:
             shutil.rmtree(directory, ignore_errors=True)
         row = {"seconds": seconds, "records": len(log), "bytes": sum(len(k) + len(v or b"") for k, v in log),
                "records_cleaned": len(cleaned), "bytes_cleaned": sum(len(k) + len(v) for _, k, v in cleaned),
+               "rows_cleaned": _rows(cleaned),
                "tombstones": sum(v is None for _, v in log), "local_keys": keys,
                "local_bytes": sum(len(k) + len(v) for k, v in live.items() if k != CHECKPOINT_KEY),
                "take_up_s": take_up, "take_up_equals_worker": same}
         row["cleaned_to_keys"] = row["records_cleaned"] / keys
+        row["rows_cleaned_to_keys"] = row["rows_cleaned"] / keys
         out[case] = row
         print(f"  {case:<14} applied in {seconds:5.1f} s; changelog {row['records']:,} records, "
               f"{row['bytes'] / 1e6:.1f} MB ({row['tombstones']:,} tombstones); held after the bases' deletions "
-              f"{row['records_cleaned']:,} records, {row['bytes_cleaned'] / 1e6:.1f} MB, "
+              f"{row['records_cleaned']:,} records ({row['rows_cleaned']:,} counting a packed record's rows "
+              f"each: {row['rows_cleaned_to_keys']:.2f} x), {row['bytes_cleaned'] / 1e6:.1f} MB, "
               f"{row['cleaned_to_keys']:.2f} x the {keys:,} local keys ({row['local_bytes'] / 1e6:.1f} MB); "
               f"empty-directory take-up {take_up:.2f} s, {'equal to' if same else 'DIFFERENT from'} the worker's store",
               flush=True)

@@ -130,8 +130,9 @@ class Checkpoint:
     # known); checkpoint records carry it, so a take-up onto an empty directory reads from there.
     base: int = -1
     # Kept locally only (for when a base is due): the entries committed past the last start
-    # (what a take-up from it derives again).
+    # (what a take-up from it derives again), and the rows of the packed records among them.
     entries: int = 0
+    rows: int = 0
 
     def applied(self, topic: str, offset: int) -> bool:
         return offset <= self.offsets.get(topic, -1)
@@ -139,7 +140,7 @@ class Checkpoint:
     def encode(self) -> bytes:
         return orjson.dumps({"epoch": self.epoch, "batch": self.batch, "offsets": self.offsets,
                              "changelog": self.changelog, "fingerprints": self.fingerprints, "base": self.base,
-                             "entries": self.entries})
+                             "entries": self.entries, "rows": self.rows})
 
     @classmethod
     def decode(cls, raw: bytes | None) -> "Checkpoint":
@@ -147,7 +148,7 @@ class Checkpoint:
             return cls()
         doc = orjson.loads(raw)
         return cls(doc["epoch"], doc["batch"], dict(doc["offsets"]), doc["changelog"], dict(doc.get("fingerprints", {})),
-                   base=doc.get("base", -1), entries=doc.get("entries", 0))
+                   base=doc.get("base", -1), entries=doc.get("entries", 0), rows=doc.get("rows", 0))
 
 
 def input_fingerprint(timestamp: int | None, key: bytes | None, value: bytes | None) -> int:
@@ -361,6 +362,10 @@ class ChangelogRule:
         self.start: tuple[int, int] | None = None  # (epoch, batch) of a start read, until its checkpoint
         self.start_at = -1  # its offset
         self.wipe = False  # a start completed since the last take: the state before it is void
+        # Of the records committed since the last take, how many come first that are a base's
+        # or a write-back's packed rows: the whole state in key order (a batch's own packed
+        # rows, a re-rate's, may follow them).
+        self.table = 0
         # A base open: (epoch, batch) of its opening, its offset, its rows so far, and the
         # records committed since it opened (applied again on top of its rows when it ends).
         self.base: tuple[int, int] | None = None
@@ -418,7 +423,8 @@ class ChangelogRule:
                 return
             offsets, fingerprints, base = checkpoint_payload(value)
             start = self.start
-            if start is not None and epoch == start[0] and batch >= start[1]:
+            completed = start is not None and epoch == start[0] and batch >= start[1]
+            if completed:
                 # A start completed: its records are the whole state.
                 self.records, self.wipe, self.start = [], True, None
                 self.waiting = [waiting for waiting in self.waiting if waiting[:2] >= start]
@@ -429,6 +435,10 @@ class ChangelogRule:
                     self.checkpoint = replace(current, base=base)
             self._abandon_base(epoch)
             self._accept(offset, epoch, batch, offsets, fingerprints, ours=batch)
+            if completed:  # its packed rows are the state, not rows past it
+                self.table = next((i for i, (kind, _) in enumerate(self.records) if kind not in PACKED),
+                                  len(self.records))
+                self.checkpoint = replace(self.checkpoint, rows=0)
         elif kind == START:
             # A write-back's start has an epoch above the accepted one; an earlier release's
             # base, the owner's epoch and a later batch.
@@ -456,9 +466,10 @@ class ChangelogRule:
                 self.fenced += 1
                 return
             # The base's rows are the state at its batch, and what was committed since goes on top.
-            self.records, self.wipe = [*self.base_rows, *self.since_base], True
+            self.records, self.wipe, self.table = [*self.base_rows, *self.since_base], True, len(self.base_rows)
             entries = sum(kind == ENTRY for kind, _ in self.since_base)
-            self.checkpoint = replace(current, base=self.base_at, entries=entries)
+            rows = sum(packed_count(payload) for kind, payload in self.since_base if kind in PACKED)
+            self.checkpoint = replace(current, base=self.base_at, entries=entries, rows=rows)
             self.base, self.base_rows, self.since_base = None, [], []
         else:
             raise ValueError(f"changelog record at offset {offset}: unknown kind {value[:1]!r}")
@@ -490,12 +501,15 @@ class ChangelogRule:
         still: list[tuple[int, int, bytes, bytes | None]] = []
         records = self.records
         first = len(records)
-        entries = self.checkpoint.entries
+        entries, rows = self.checkpoint.entries, self.checkpoint.rows
         for waiting in self.waiting:
             record_epoch, record_batch, value, before = waiting
             if record_epoch == epoch and record_batch <= ours:
-                records.append((value[0], memoryview(value)[DATA_START:]))
+                payload = memoryview(value)[DATA_START:]
+                records.append((value[0], payload))
                 entries += value[0] == ENTRY
+                if value[0] in PACKED:
+                    rows += packed_count(payload)
             elif record_epoch > epoch:
                 still.append(waiting)
             elif before is not None:  # an old row whose batch never completed: its value before stands
@@ -505,10 +519,13 @@ class ChangelogRule:
         if self.base is not None:
             self.since_base += records[first:]
         self.checkpoint = replace(self.checkpoint, epoch=epoch, batch=batch, offsets=dict(offsets), changelog=offset,
-                                  fingerprints=dict(fingerprints), entries=entries)
+                                  fingerprints=dict(fingerprints), entries=entries, rows=rows)
         self.accepted += 1
 
     def take(self) -> tuple[list[tuple[int, memoryview]], Checkpoint, bool]:
+        """The records committed since the last take, the checkpoint, and whether they start
+        from a wiped state (`table` says how many of them come first as a table's rows)."""
         records, self.records = self.records, []
+        self.table = 0
         wipe, self.wipe = self.wipe, False
         return records, self.checkpoint, wipe

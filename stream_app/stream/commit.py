@@ -101,7 +101,7 @@ class Fenced(Exception):
 class _OpenBase:
     """A base being written: its opening mark's offset, the batch it is the state of, its
     packed records still to send (from a store iterator made at that batch: RocksDB's
-    view as of then), and the entries committed up to that batch."""
+    view as of then), and the entries and packed rows committed up to that batch."""
 
     state: Any  # the PartitionTransaction it belongs to: a take-up anew ends it
     at: int
@@ -109,6 +109,7 @@ class _OpenBase:
     records: Iterator[tuple[bytes, bytes]]
     writer: RecordWriter
     entries: int
+    rows: int
     started: float
 
 
@@ -264,7 +265,7 @@ class Committer:
                         "the local state (epoch %d) is replaced by it", partition, start_at, local.epoch)
             self._note_started_over(partition, local, end, "replaced by a newer start")
             # The local state stands until that start completes.
-            return ChangelogRule(replace(local, base=-1, entries=0), start=start_at)
+            return ChangelogRule(replace(local, base=-1, entries=0, rows=0), start=start_at)
         rule = await self._write_back(partition, local, newest + 1)
         self._note_started_over(partition, local, end, "local state written back")
         return rule
@@ -340,8 +341,9 @@ class Committer:
         if state.partition in self._bases:
             return False
         # The records the changelog holds from its last completed start on (those before it
-        # are deleted by the base that made them void; where that failed, by the next).
-        held = after.changelog + 1 - max(after.base, 0)
+        # are deleted by the base that made them void; where that failed, by the next), a
+        # packed record's rows (a re-rate's) each counted.
+        held = after.changelog + 1 - max(after.base, 0) + after.rows
         return bool(self.base_after) and held >= self.base_after and self._base_due(state.partition, held, after.entries)
 
     # -- bases -------------------------------------------------------------------------
@@ -378,7 +380,7 @@ class Committer:
         writer = RecordWriter(before.epoch, before.batch, first=BASE_ROWS_FIRST)
         records = writer.packed(self.store.scan_range(state.partition, b"\x01", b"\xff" * 8))
         at = await self._send(state, [base_record(before.epoch, before.batch)])
-        self._bases[state.partition] = _OpenBase(state, at, before.batch, records, writer, before.entries,
+        self._bases[state.partition] = _OpenBase(state, at, before.batch, records, writer, before.entries, before.rows,
                                                  time.perf_counter())
 
     def _base_part(self, state: PartitionTransaction, most: int | None) -> tuple[list[tuple[bytes, bytes]], Any]:
@@ -396,7 +398,8 @@ class Committer:
             return part, None
         part.append(base_end_record(base.writer.epoch, base.batch))
         del self._bases[state.partition]
-        state.checkpoint = replace(state.checkpoint, base=base.at, entries=state.checkpoint.entries - base.entries)
+        state.checkpoint = replace(state.checkpoint, base=base.at, entries=state.checkpoint.entries - base.entries,
+                                   rows=state.checkpoint.rows - base.rows)
         return part, base
 
     @property
@@ -554,10 +557,8 @@ def store_committed(store: LocalStore, partition: int, rule: ChangelogRule, tabl
     checkpoint: each row as it is, each entry's local writes made again, in the
     changelog's order (after a wipe, if a start or a base completed); in one write, but
     for a base's rows, which go in first, as a table file."""
+    rows = rule.table  # the packed rows a base or a write-back starts with (a take-up and a standby store it as it completes)
     records, checkpoint, wipe = rule.take()
-    rows = 0  # the packed rows a base or a write-back starts with (a take-up and a standby store it as it completes)
-    while wipe and rows < len(records) and records[rows][0] in PACKED:
-        rows += 1
     if rows:
         # Its rows, in key order, replace the partition's as one table file, with no dict between;
         # what was committed since a base opened then goes on top. Until then the store holds no
@@ -571,8 +572,9 @@ def store_committed(store: LocalStore, partition: int, rule: ChangelogRule, tabl
     elif wipe:
         store.wipe(partition)
     values: dict[bytes, bytes | None] = {}
-    if records and all(kind == ROW for kind, _ in records):  # rows of releases before packed ones
-        values = dict(row_of(payload) for _, payload in records)
+    if records and not any(kind == ENTRY for kind, _ in records):  # rows alone: stored as they are
+        for kind, payload in records:
+            values.update(packed_rows(kind, payload) if kind in PACKED else (row_of(payload),))
     elif records:
         state = transaction(store, partition, checkpoint, tables)
         apply_records(state, records, derive)

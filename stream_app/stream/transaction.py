@@ -270,13 +270,25 @@ class PartitionTransaction:
         changelog offset is set once the broker has acknowledged the record)."""
         epoch, batch = self.checkpoint.epoch, self.checkpoint.batch + 1
         writer = RecordWriter(epoch, batch)
-        records = [writer.entry(payload) if kind == "entry" else writer.row(*payload) for kind, payload in self.recorded]
+        records: list[tuple[bytes, bytes]] = []
+        rows: list[tuple[bytes, bytes | None]] = []  # a run of rows between entries: packed records
+        for kind, payload in self.recorded:
+            if kind == "entry":
+                if rows:
+                    records += writer.packed(rows)
+                    rows = []
+                records.append(writer.entry(payload))
+            else:
+                rows.append(payload)
+        if rows:
+            records += writer.packed(rows)
         fingerprints = {**self.checkpoint.fingerprints, **{topic: input_fingerprint(r.timestamp, r.key, r.value)
                                                           for topic, r in self.last_input.items()}}
         entries = [kind for kind, _ in self.recorded].count("entry")
         after = dataclasses.replace(self.checkpoint, epoch=epoch, batch=batch,
                                     offsets={**self.checkpoint.offsets, **self.offsets}, fingerprints=fingerprints,
-                                    entries=self.checkpoint.entries + entries)
+                                    entries=self.checkpoint.entries + entries,
+                                    rows=self.checkpoint.rows + writer.rows_packed)
         return CheckpointWrites(records, checkpoint_record(epoch, batch, after.offsets, fingerprints, after.base), after)
 
     def local_values(self) -> dict[bytes, bytes | None]:

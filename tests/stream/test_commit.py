@@ -27,8 +27,9 @@ from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
 from stream_app.stream.changelog import ENTRY as ENTRY_KIND, ROW as ROW_KIND
-from stream_app.stream.changelog import (BASE, BASE_END, CHECKPOINT, DATA_START, START, ZROWS, ChangelogRule,
-                                         checkpoint_payload, checkpoint_record, fence_record, mark_of, packed_rows)
+from stream_app.stream.changelog import (BASE, BASE_END, BASE_ROWS_FIRST, CHECKPOINT, DATA_START, START, ZROWS,
+                                         ChangelogRule, checkpoint_payload, checkpoint_record, fence_record, mark_of,
+                                         packed_count, packed_rows)
 from stream_app.stream import changelog as changelog_module
 from stream_app.stream import commit as commit_module
 from stream_app.stream.commit import (ENTRY_TAKE_UP_SECONDS, ROW_TAKE_UP_SECONDS, Committer, Fenced,
@@ -693,22 +694,34 @@ def counted(name: str) -> float:
 
 
 def held(broker: MemoryBroker, partition: int) -> int:
-    """Changelog records a partition holds (those deleted before a base aside)."""
-    return len(broker.records(CHANGELOG, partition))
+    """Changelog records a partition holds (those deleted before a base aside), a batch's
+    packed record (a re-rate's rows) counted as its rows, as its owner counts them for
+    when a base is due (a base's as records: it is the state)."""
+    return sum(map(counted_as, broker.records(CHANGELOG, partition)))
+
+
+def counted_as(record: tuple[int, bytes, bytes]) -> int:
+    _, key, value = record
+    return packed_count(value[DATA_START:]) if value[0] == ZROWS and not is_base_row(key) else 1
+
+
+def is_base_row(key: bytes) -> bool:
+    """A packed record of a base (numbered from BASE_ROWS_FIRST in its batch)."""
+    return int.from_bytes(key[-4:], "big") >= BASE_ROWS_FIRST
 
 
 def since_open_base(broker: MemoryBroker, partition: int) -> int:
     """If the partition has a base open: the records written since the batch it is the state
-    of began (that batch made it due); 0 if not."""
+    of began (that batch made it due), counted as `held` counts them; 0 if not."""
     records = broker.records(CHANGELOG, partition)
-    ends = len(broker.logs[(CHANGELOG, partition)])
     marks = [offset for offset, _, value in records if value[0] in (BASE, BASE_END, CHECKPOINT)]
     kinds = {offset: value[0] for offset, _, value in records}
     opened = [offset for offset in marks if kinds[offset] in (BASE, BASE_END)]
     if not opened or kinds[opened[-1]] == BASE_END:
         return 0
     before = [offset for offset in marks if offset < opened[-1] and kinds[offset] == CHECKPOINT]
-    return ends - (before[-2] + 1 if len(before) >= 2 else 0)
+    start = before[-2] + 1 if len(before) >= 2 else 0
+    return sum(counted_as(record) for record in records if record[0] >= start)
 
 
 BASED = Settings(partitions=PARTITIONS, base_after=40)
@@ -930,8 +943,8 @@ async def test_a_crash_between_a_base_and_its_deletion_loses_nothing_and_the_nex
     assert last_at == based_at.changelog and checkpoint_payload(last)[2] == based_at.base
     kind, epoch, of_batch = mark_of(broker.records(CHANGELOG, partition)[based_at.base][2])
     assert (kind, epoch) == (BASE, based_at.epoch) and of_batch < based_at.batch
-    base = [value for _, _, value in broker.records(CHANGELOG, partition)
-            if value[0] == ZROWS and mark_of(value)[1:] == (epoch, of_batch)]
+    base = [value for _, key, value in broker.records(CHANGELOG, partition)
+            if value[0] == ZROWS and mark_of(value)[1:] == (epoch, of_batch) and is_base_row(key)]
     keys = [key for value in base for key, _ in packed_rows(ZROWS, value[DATA_START:])]
     assert keys == sorted(set(keys)) and len(keys) > 100  # the state at that batch, in key order
     assert not any(value is None for p in log for _, _, value in broker.records(CHANGELOG, p))

@@ -5,7 +5,7 @@ test_changelog.py."""
 
 import orjson
 
-from stream_app.stream.changelog import ENTRY, Checkpoint, ChangelogRule, row_of
+from stream_app.stream.changelog import ENTRY, ZROWS, Checkpoint, ChangelogRule, packed_rows
 from stream_app.state.tables import CACHED, MATCHES, PLAYERS, TABLE_PREFIX, store_key
 from stream_app.state.base import Tables
 from stream_app.stream.transaction import PartitionTransaction
@@ -53,7 +53,7 @@ def test_offsets_at_or_below_the_checkpoint_are_applied_and_the_next_one_is_expe
     assert after.offsets == {TOPIC: 42}
 
 
-def test_the_keys_written_since_the_savepoint_are_recorded_as_rows_with_their_values_now():
+def test_the_keys_written_since_the_savepoint_are_recorded_as_packed_rows_with_their_values_now():
     committed = {store_key(PLAYERS, b"l\x1fa"): orjson.dumps({"rating": 1.0})}
     state = PartitionTransaction(0, Checkpoint(epoch=2, batch=1), committed.get, TABLES)
     state.put(PLAYERS, b"l\x1fz", {"rating": 9.0})  # before the savepoint: not this record's
@@ -62,10 +62,14 @@ def test_the_keys_written_since_the_savepoint_are_recorded_as_rows_with_their_va
     state.put(PLAYERS, b"l\x1fb", {"rating": 5.0})
     state.put(PLAYERS, b"l\x1fa", None)
     state.record_written()
-    records, _, _ = state.checkpoint_writes()
-    assert [row_of(memoryview(value)[17:]) for _, value in records] == [
+    state.record_entry(b"an entry")  # rows on either side of an entry: a packed record each, in order
+    state.put(PLAYERS, b"l\x1fc", {"rating": 7.0})
+    state.record_written()
+    records, _, after = state.checkpoint_writes()
+    assert [value[0] for _, value in records] == [ZROWS, ENTRY, ZROWS]
+    assert list(packed_rows(ZROWS, memoryview(records[0][1])[17:])) == [
         (store_key(PLAYERS, b"l\x1fa"), None), (store_key(PLAYERS, b"l\x1fb"), b'{"rating":5.0}')]
-    assert len({key for key, _ in records}) == 2
+    assert len({key for key, _ in records}) == 3 and after.rows == 2 + 3 and after.entries == 1
 
 
 def test_a_rollback_undoes_the_writes_and_the_records_since_the_savepoint():
