@@ -227,9 +227,9 @@ def row_of(payload: memoryview | bytes) -> tuple[bytes, bytes | None]:
     return bytes(payload[start:start + length]), bytes(payload[start + length:]) or None
 
 
-def rows_of(payload: memoryview | bytes) -> Iterator[tuple[bytes, bytes]]:
+def rows_of(payload: memoryview | bytes) -> Iterator[tuple[bytes, bytes | None]]:
     """An uncompressed packed record's payload (kind P, earlier releases'): its rows,
-    (local key, value), in key order."""
+    (local key, value: never None), in key order."""
     data = bytes(payload)  # one copy; slices of bytes are then one step each
     count = _PACKED_COUNT.unpack_from(data)[0]
     return _unpacked(data, _PACKED_COUNT.size, count, False)
@@ -260,7 +260,7 @@ def _unpacked(data: bytes, at: int, count: int, deletions: bool) -> Iterator[tup
     ends += at + lengths.nbytes
     bounds = ends.tolist()
     pieces = [data[start:end] for start, end in zip([at + lengths.nbytes] + bounds, bounds)]
-    values: list[bytes | None] = pieces[1::2]
+    values: list[bytes | None] = [piece for piece in pieces[1::2]]
     if deleted is not None and deleted.any():
         for i in np.flatnonzero(deleted).tolist():
             values[i] = None
@@ -423,9 +423,10 @@ class ChangelogRule:
                 return
             offsets, fingerprints, base = checkpoint_payload(value)
             start = self.start
-            completed = start is not None and epoch == start[0] and batch >= start[1]
-            if completed:
+            completed = False
+            if start is not None and epoch == start[0] and batch >= start[1]:
                 # A start completed: its records are the whole state.
+                completed = True
                 self.records, self.wipe, self.start = [], True, None
                 self.waiting = [waiting for waiting in self.waiting if waiting[:2] >= start]
                 self.checkpoint = replace(current, base=self.start_at, entries=0)
