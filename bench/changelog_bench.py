@@ -42,8 +42,9 @@ from stream_app.stream.store import CHECKPOINT_KEY
 
 from .streamtools import BATCH, batch_loop
 
-KINDS = {b"E": "entries", b"R": "rows", b"D": "rows (format before entries)", b"C": "checkpoints", b"F": "fences",
-         b"S": "starts"}
+KINDS = {b"Q": "packed rows", b"P": "packed rows (uncompressed, earlier releases)", b"E": "entries (earlier releases)",
+         b"R": "rows (earlier releases)", b"D": "rows (format before entries)", b"C": "checkpoints", b"F": "fences",
+         b"S": "starts", b"B": "base openings", b"Z": "base ends"}
 
 
 def _records(matches: int, leagues: int, players: int) -> list[InputRecord]:
@@ -86,7 +87,7 @@ def entries(matches: int, leagues: int, players: int) -> dict[str, Any]:
            "bytes_by_kind": dict(size), "records_per_match": sum(count.values()) / matches,
            "bytes_per_match": sum(size.values()) / matches, "input_bytes_per_match": input_bytes / matches}
     out["ratio_to_input"] = out["bytes_per_match"] / out["input_bytes_per_match"]
-    cleaned = _cleaned(changelog)
+    cleaned = _cleaned(changelog, broker.firsts.get((topic, 0), 0))
     out["bytes_per_match_cleaned"] = sum(len(key) + len(value) for _, key, value in cleaned) / matches
     out["records_per_match_cleaned"] = len(cleaned) / matches
     out["state_keys"] = len(live)

@@ -103,10 +103,10 @@ class Run:
             self.tally.applied_batch(applied, time.time())
             self.seconds["tally"] += clock() - started
         started = clock()
-        _, _, after = state.checkpoint_writes()
+        _, _, after, values = state.checkpoint_writes()
         self.seconds["records"] += clock() - started
         started = clock()
-        self.store.write(0, state.local_values(), after)
+        self.store.write(0, values, after)
         self.seconds["store"] += clock() - started
         started = clock()
         state.checkpointed(after)

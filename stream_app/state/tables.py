@@ -13,7 +13,6 @@ import orjson
 from ..engine import Match, RatingSystem
 from ..inputs import SEP
 from ..leagues import LeagueConfig
-from ..rating.applied import Applied
 from ..rating.log_rows import entry_from_log, log_entry, match_from_log
 from ..rating.records import ABSENT, VOIDED, Entry, PlayerRecord
 from .base import Tables
@@ -211,15 +210,7 @@ def player_state(record: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
     return data, last
 
 
-# -- the changelog's entries -------------------------------------------------------------
-def entry_payload(applied: Applied) -> bytes:
-    """A result applied at the end of its league's log, as its changelog entry: the
-    league, the log row (rating.log_entry) and each participant's state after it.
-    The local writes of the match follow from it again (stream/records.py)."""
-    match = applied.match
-    return orjson.dumps([match.league, log_entry(match), [change.after.to_dict() for change in applied.changes]])
-
-
+# -- the changelog's entries (earlier releases wrote one a result: a take-up derives its writes) --
 def entry_of(payload: bytes | memoryview) -> tuple[Match, list[dict[str, Any]]]:
     """An entry's match and the participants' states after it (as dicts)."""
     league, logged, after = orjson.loads(payload)

@@ -5,13 +5,14 @@ has the argument. One changelog topic, partitioned like the input: its partition
 P holds input partition P's state. Every record carries the epoch of the worker
 that wrote it (a number each take-up of the partition raises) and a batch number:
 
-- an entry (kind E): one input applied, with its outcome (what the domain needs
-  to write its tables again without doing the work again: stream/records.py);
-- a row (kind R): a local key's new value, as it is (what a re-rate wrote);
 - packed rows (kind Q): many local keys and their values (or their deletion),
-  compressed, about PACK_BYTES a record before compression (a base's or a
-  write-back's: the whole state, in key order); kind P, uncompressed, is
-  earlier releases';
+  compressed, about PACK_BYTES a record before compression: a batch's local
+  writes, or a base's or a write-back's rows (the whole state, in key order);
+  kind P, uncompressed, is earlier releases';
+- an entry (kind E), as earlier releases wrote one an input applied, with its
+  outcome (what the domain needs to write its tables again without doing the
+  work again: stream/records.py's deriver);
+- a row (kind R), as earlier releases wrote a re-rate's: a local key's new value;
 - a checkpoint (kind C): the batch is complete, with the input offsets applied;
 - a fence (kind F): a worker took the partition up with a higher epoch;
 - a start (kind S): the rows after it, up to its checkpoint, are the whole
@@ -183,12 +184,13 @@ class RecordWriter:
         return key
 
     def entry(self, payload: bytes) -> tuple[bytes, bytes]:
-        """An input applied, with its outcome (the domain's encoding)."""
+        """An input applied, with its outcome (the domain's encoding), as earlier releases
+        wrote it (the tests write them: the rule reads them)."""
         # One join: the record has exactly its size (a batch holds thousands until acknowledged).
         return self._key(), b"".join((b"E", self.head, payload))
 
     def row(self, key: bytes, value: bytes | None) -> tuple[bytes, bytes]:
-        """A local key's value as it is (None: deleted)."""
+        """A local key's value as it is (None: deleted), as earlier releases wrote it."""
         return self._key(), b"".join((b"R", self.head, _KEY_LENGTH.pack(len(key)), key, value or b""))
 
     def packed(self, rows: Iterable[tuple[bytes, bytes | None]]) -> Iterator[tuple[bytes, bytes]]:
@@ -197,10 +199,11 @@ class RecordWriter:
         keys: list[bytes] = []
         values: list[bytes | None] = []
         size = 0
+        row_bytes = _PACKED_LENGTHS.itemsize
         for key, value in rows:
-            keys.append(key)
-            values.append(value)
-            size += _PACKED_LENGTHS.itemsize + len(key) + (0 if value is None else len(value))
+            keys += (key,)  # (not append: a batch's rows are packed here, and the calls a match makes are counted)
+            values += (value,)
+            size += row_bytes + len(key) + (0 if value is None else len(value))
             if size >= PACK_BYTES:
                 yield self._packed_record(keys, values)
                 keys, values, size = [], [], 0
@@ -366,6 +369,8 @@ class ChangelogRule:
         # or a write-back's packed rows: the whole state in key order (a batch's own packed
         # rows, a re-rate's, may follow them).
         self.table = 0
+        # What the records committed since the last take hold, a packed record counted as its rows.
+        self.pending = 0
         # A base open: (epoch, batch) of its opening, its offset, its rows so far, and the
         # records committed since it opened (applied again on top of its rows when it ends).
         self.base: tuple[int, int] | None = None
@@ -427,7 +432,7 @@ class ChangelogRule:
             if start is not None and epoch == start[0] and batch >= start[1]:
                 # A start completed: its records are the whole state.
                 completed = True
-                self.records, self.wipe, self.start = [], True, None
+                self.records, self.wipe, self.start, self.pending = [], True, None, 0
                 self.waiting = [waiting for waiting in self.waiting if waiting[:2] >= start]
                 self.checkpoint = replace(current, base=self.start_at, entries=0)
             else:
@@ -471,6 +476,7 @@ class ChangelogRule:
             entries = sum(kind == ENTRY for kind, _ in self.since_base)
             rows = sum(packed_count(payload) for kind, payload in self.since_base if kind in PACKED)
             self.checkpoint = replace(current, base=self.base_at, entries=entries, rows=rows)
+            self.pending = len(self.since_base) + rows
             self.base, self.base_rows, self.since_base = None, [], []
         else:
             raise ValueError(f"changelog record at offset {offset}: unknown kind {value[:1]!r}")
@@ -502,15 +508,18 @@ class ChangelogRule:
         still: list[tuple[int, int, bytes, bytes | None]] = []
         records = self.records
         first = len(records)
-        entries, rows = self.checkpoint.entries, self.checkpoint.rows
+        entries, rows, pending = self.checkpoint.entries, self.checkpoint.rows, self.pending
         for waiting in self.waiting:
             record_epoch, record_batch, value, before = waiting
             if record_epoch == epoch and record_batch <= ours:
                 payload = memoryview(value)[DATA_START:]
                 records.append((value[0], payload))
                 entries += value[0] == ENTRY
+                pending += 1
                 if value[0] in PACKED:
-                    rows += packed_count(payload)
+                    count = packed_count(payload)
+                    rows += count
+                    pending += count
             elif record_epoch > epoch:
                 still.append(waiting)
             elif before is not None:  # an old row whose batch never completed: its value before stands
@@ -521,12 +530,13 @@ class ChangelogRule:
             self.since_base += records[first:]
         self.checkpoint = replace(self.checkpoint, epoch=epoch, batch=batch, offsets=dict(offsets), changelog=offset,
                                   fingerprints=dict(fingerprints), entries=entries, rows=rows)
+        self.pending = pending
         self.accepted += 1
 
     def take(self) -> tuple[list[tuple[int, memoryview]], Checkpoint, bool]:
         """The records committed since the last take, the checkpoint, and whether they start
         from a wiped state (`table` says how many of them come first as a table's rows)."""
         records, self.records = self.records, []
-        self.table = 0
+        self.table = self.pending = 0
         wipe, self.wipe = self.wipe, False
         return records, self.checkpoint, wipe

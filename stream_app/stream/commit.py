@@ -59,10 +59,11 @@ from .transaction import PartitionTransaction
 
 log = logging.getLogger(__name__)
 
-# A take-up stores what this many changelog records make in one write: an entry makes about eight
-# local keys, and smaller writes taken up faster (docs/performance.md, "Settings chosen
-# by measurement").
-FLUSH_RECORDS = 2_000
+# A take-up stores what the changelog's records committed make in writes of about this many
+# rows (an entry of an earlier release counted as one, though it makes about eight local
+# keys): smaller writes were taken up faster (docs/performance.md, "Settings chosen by
+# measurement").
+FLUSH_ROWS = 16_000
 # Makes a changelog entry's local writes again, through the transaction (the domain's: stream/records.py).
 Derive = Callable[[PartitionTransaction], Callable[[memoryview], None]]  # an entry's writes, made again into it
 # What a take-up onto an empty data directory spends, about (docs/performance.md, "Recovery"):
@@ -219,7 +220,7 @@ class Committer:
                 rule.feed(offset, key, value)
                 if rule.wipe:  # a base or a write-back completed: its rows as one table file, then what came since
                     counted = self._store_part(partition, rule, counted)
-            if len(rule.records) >= FLUSH_RECORDS and rule.storable:
+            if rule.pending >= FLUSH_ROWS and rule.storable:
                 counted = self._store_part(partition, rule, counted)
         if rule.storable:  # (a take-up's own fence ends any base still open: it is stored then)
             self._store_part(partition, rule, counted)
@@ -326,13 +327,13 @@ class Committer:
         """The partition's part of a batch's commit (with a part of its open base, if it
         has one, before the batch's records); whether its changelog now needs a base."""
         base_records, ended = self._base_part(state, BASE_RECORDS_A_COMMIT)
-        records, mark, after = state.checkpoint_writes()
+        records, mark, after, values = state.checkpoint_writes()
         if base_records or records:
             await self._send(state, chain(base_records, records))
         await outputs_acked
         await self._send(state, [mark])
         after.changelog = state.changelog_next - 1
-        self.store.write(state.partition, state.local_values(), after)
+        self.store.write(state.partition, values, after)
         self.on_commit(state.partition, state.overlay)
         state.checkpointed(after)
         observe.CHECKPOINTS.inc()
@@ -344,28 +345,30 @@ class Committer:
         # are deleted by the base that made them void; where that failed, by the next), a
         # packed record's rows (a re-rate's) each counted.
         held = after.changelog + 1 - max(after.base, 0) + after.rows
-        return bool(self.base_after) and held >= self.base_after and self._base_due(state.partition, held, after.entries)
+        return bool(self.base_after) and held >= self.base_after and self._base_due(state.partition, held, after)
 
     # -- bases -------------------------------------------------------------------------
-    def _base_due(self, partition: int, held: int, entries: int) -> bool:
+    def _base_due(self, partition: int, held: int, after: Checkpoint) -> bool:
         """Whether the partition needs a new base, by its changelog's records `held`, the
-        entries past its last start, and its local keys. The keys are counted again only
-        when the last count says a base is due: a count reads them all (until then they
-        are the count at the last base or take-up)."""
+        entries and rows past its last start, and its local keys. The keys are counted
+        again only when the last count says a base is due: a count reads them all (until
+        then they are the count at the last base or take-up)."""
         keys = self._keys.get(partition)
-        if keys is None or self._due(held, entries, keys):
+        if keys is None or self._due(held, after, keys):
             keys = self._keys[partition] = self.store.count(partition)
-        return self._due(held, entries, keys)
+        return self._due(held, after, keys)
 
-    def _due(self, held: int, entries: int, keys: int) -> bool:
-        """By size: the changelog holds twice as many records as the store has keys. By time:
-        deriving the entries past the last start would make a take-up onto an empty
+    def _due(self, held: int, after: Checkpoint, keys: int) -> bool:
+        """By size: the changelog holds twice as many records (a packed record counted as its
+        rows) as the store has keys. By time: taking up what is past the last start (entries
+        of earlier releases derived again, rows stored) would make a take-up onto an empty
         directory (which reads from that start) take longer than `take_up_seconds`, and
         longer than a new base would."""
         if held >= 2 * keys:
             return True
-        deriving, base = entries * ENTRY_TAKE_UP_SECONDS, keys * ROW_TAKE_UP_SECONDS
-        return 0 < self.take_up_seconds < deriving + base and deriving >= base
+        since = after.entries * ENTRY_TAKE_UP_SECONDS + after.rows * ROW_TAKE_UP_SECONDS
+        base = keys * ROW_TAKE_UP_SECONDS
+        return 0 < self.take_up_seconds < since + base and since >= base
 
     async def open_base(self, state: PartitionTransaction) -> None:
         """Open a base of the partition's committed state, right after its batch's

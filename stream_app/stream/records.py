@@ -24,7 +24,7 @@ from ..rerate import Rerated, proceed
 from .commit import Output
 from ..state.league_tables import PartitionLeagues
 from .partitioner import league_partition
-from ..state.tables import entry_of, entry_payload
+from ..state.tables import entry_of
 from .transaction import PartitionTransaction
 
 log = logging.getLogger(__name__)
@@ -81,19 +81,13 @@ class RecordHandler:
             saved = True
             done = apply(self.config, self._leagues(state), item, self.rerate_part)
             if isinstance(done, SeasonStarted):
-                state.record_written()  # every player's record: as rows
                 outcome.season = done
                 self._publish(done, outcome)
             elif isinstance(done, Applied):
-                if done.season is None:
-                    state.record_entry(entry_payload(done))
-                else:  # a season started before the result: every player's record, as rows
-                    state.record_written()
-                    outcome.season = done.season
+                outcome.season = done.season  # (a season its time started, before the result)
                 outcome.applied = done
                 self._publish(done, outcome)
             else:
-                state.record_written()
                 self._rerated(league, done, outcome)
         except BadEvent as exc:
             if saved:
@@ -125,7 +119,6 @@ class RecordHandler:
         state.savepoint(journal=True)
         try:
             done = proceed(self.config, self._leagues(state), league, self.rerate_part)
-            state.record_written()
             self._rerated(league, done, outcome)
         except BaseException:
             state.rollback()

@@ -22,7 +22,7 @@ from typing import Any
 
 from . import observe
 from .changelog import ChangelogRule, StartedOver
-from .commit import FLUSH_RECORDS, Derive, holds, last_base, store_committed
+from .commit import FLUSH_ROWS, Derive, holds, last_base, store_committed
 from .intake import KafkaChangelog
 from .store import LocalStore
 from .tasks import cancel
@@ -114,7 +114,7 @@ class Standby:
                     now = time.monotonic()
                     for p, rule in rules.items():  # (not inside a base: see `ChangelogRule.storable`)
                         if rule.storable and rule.checkpoint.changelog != stored[p] and (
-                                len(rule.records) >= FLUSH_RECORDS or now - flushed[p] >= FLUSH_SECONDS):
+                                rule.pending >= FLUSH_ROWS or now - flushed[p] >= FLUSH_SECONDS):
                             flush(p)
                     self.behind = _behind(ends, stored)
                     observe.STANDBY_BEHIND.set(-1 if self.behind is None else self.behind)

@@ -7,12 +7,10 @@ in the order the rules need. docs/design.md has the argument; in short:
 
 - The worker applies matches in batches. During a batch every write goes to
   an in-memory overlay, so later matches of the batch see earlier ones.
-- What the changelog gets is said apart from the local writes: the caller
-  records one entry per input applied (the input and its outcome, from which
-  its local writes follow again) or rows (keys written, as they are).
-- At the end of a batch (a checkpoint) the recorded entries and rows become
-  changelog records, tagged with the owner's epoch and the batch number, then
-  the checkpoint record; once the broker has acknowledged them, the overlay and
+- At the end of a batch (a checkpoint) the overlay is encoded once, as the
+  local store takes it: those values, as packed rows tagged with the owner's
+  epoch and the batch number, are the batch's changelog records, then the
+  checkpoint record; once the broker has acknowledged them, the same values and
   the checkpoint go into the local store in one write (stream/changelog.py has
   the rule that reads them back).
 - The checkpoint's input offsets are where input resumes after a restart or a
@@ -50,12 +48,14 @@ _MISSING = object()
 
 
 class CheckpointWrites(NamedTuple):
-    """What a checkpoint sends: the changelog's data records, the checkpoint record, and
-    the checkpoint (the local store's values follow once they are acknowledged)."""
+    """What a checkpoint sends: the changelog's data records, the checkpoint record, the
+    checkpoint, and the local store's values (written once the records are acknowledged:
+    the records are these values, packed)."""
 
     records: list[tuple[bytes, bytes]]
     mark: tuple[bytes, bytes]
     checkpoint: Checkpoint
+    values: dict[bytes, bytes | None]
 
 
 def _first(item: tuple) -> Any:
@@ -95,9 +95,6 @@ class PartitionTransaction:
         self.to_cache: list[tuple[tuple[str, bytes], Any, int]] = []
         self.reads: dict[tuple[str, bytes], Any] = {}  # the same, for this batch only
         self.changelog_next = checkpoint.changelog + 1  # where this owner's next changelog record lands
-        # What the changelog gets of the batch, in order: ("entry", payload) or ("row", (store key, value)).
-        self.recorded: list[tuple[str, Any]] = []
-        self.recorded_at = 0  # what was recorded before the savepoint
         # The overlay before each write since the savepoint (None: not kept, see `savepoint`).
         self.journal: list[tuple[tuple[str, bytes], Any]] | None = None
 
@@ -168,11 +165,10 @@ class PartitionTransaction:
         `journal`, the record's writes are undone if it fails half way (a re-rate:
         a match at the end of its league writes only once it is rated)."""
         self.journal = [] if journal else None
-        self.recorded_at = len(self.recorded)
 
     def rollback(self) -> None:
-        """Undo the overlay's writes and what was recorded since the savepoint (without a
-        journal nothing is undone: what was written stays, and so does its record)."""
+        """Undo the overlay's writes since the savepoint (without a journal nothing is
+        undone: what was written stays)."""
         journal = self.journal
         if journal is not None:
             overlay = self.overlay
@@ -181,21 +177,7 @@ class PartitionTransaction:
                     del overlay[item]
                 else:
                     overlay[item] = value
-            del self.recorded[self.recorded_at:]
         self.journal = None
-
-    def record_entry(self, payload: bytes) -> None:
-        """The changelog gets this entry: an input applied, whose local writes the
-        domain makes again from it at a take-up or a standby."""
-        self.recorded.append(("entry", payload))
-
-    def record_written(self) -> None:
-        """The changelog gets the keys written since the savepoint as rows, with their
-        values as they are now (a re-rate: its writes are not made again at a take-up)."""
-        key, get, encode = self.tables.key, self.get, self.tables.encode
-        for item in dict.fromkeys(item for item, _ in self.journal or ()):
-            value = get(*item)
-            self.recorded.append(("row", (key(*item), None if value is None else encode(item[0], value))))
 
     def put_stored(self, store_key: bytes, raw: bytes | None) -> None:
         """Write a value as stored (a changelog row): decoded, as every value the overlay holds."""
@@ -263,37 +245,27 @@ class PartitionTransaction:
 
     @property
     def dirty(self) -> bool:
-        return bool(self.overlay or self.offsets or self.recorded or self.input_restarted)
+        return bool(self.overlay or self.offsets or self.input_restarted)
 
     def checkpoint_writes(self) -> CheckpointWrites:
-        """This batch's changelog records, its checkpoint record, and the checkpoint (its
-        changelog offset is set once the broker has acknowledged the record)."""
+        """This batch's changelog records (its local values, packed), its checkpoint record,
+        the checkpoint (its changelog offset is set once the broker has acknowledged the
+        record), and the local values."""
         epoch, batch = self.checkpoint.epoch, self.checkpoint.batch + 1
+        values = self.local_values()
         writer = RecordWriter(epoch, batch)
-        records: list[tuple[bytes, bytes]] = []
-        rows: list[tuple[bytes, bytes | None]] = []  # a run of rows between entries: packed records
-        for kind, payload in self.recorded:
-            if kind == "entry":
-                if rows:
-                    records += writer.packed(rows)
-                    rows = []
-                records.append(writer.entry(payload))
-            else:
-                rows.append(payload)
-        if rows:
-            records += writer.packed(rows)
+        records = list(writer.packed(values.items()))
         fingerprints = {**self.checkpoint.fingerprints, **{topic: input_fingerprint(r.timestamp, r.key, r.value)
                                                           for topic, r in self.last_input.items()}}
-        entries = [kind for kind, _ in self.recorded].count("entry")
         after = dataclasses.replace(self.checkpoint, epoch=epoch, batch=batch,
                                     offsets={**self.checkpoint.offsets, **self.offsets}, fingerprints=fingerprints,
-                                    entries=self.checkpoint.entries + entries,
                                     rows=self.checkpoint.rows + writer.rows_packed)
-        return CheckpointWrites(records, checkpoint_record(epoch, batch, after.offsets, fingerprints, after.base), after)
+        return CheckpointWrites(records, checkpoint_record(epoch, batch, after.offsets, fingerprints, after.base), after,
+                                values)
 
     def local_values(self) -> dict[bytes, bytes | None]:
         """The overlay as the local store takes it: encoded values by store key (None:
-        delete). Built once the changelog has the batch: nothing waits for the acks."""
+        delete), each value encoded once: the changelog's rows are these bytes."""
         dumps = orjson.dumps
         prefix = self.tables.prefixes
         cached_tables = self.tables.cached
@@ -336,7 +308,6 @@ class PartitionTransaction:
             self.cache_bytes += added
         self.to_cache = []
         self.overlay.clear()
-        self.recorded = []
         self.journal = None
         self.reads.clear()
         self.offsets.clear()

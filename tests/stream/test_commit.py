@@ -20,15 +20,15 @@ import orjson
 import pytest
 from prometheus_client import REGISTRY
 
-from stream_app.inputs import parse_match
+from stream_app.inputs import BadEvent, parse_input, parse_match
 from stream_app.published import event_id
 from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
-from stream_app.stream.changelog import ENTRY as ENTRY_KIND, ROW as ROW_KIND
 from stream_app.stream.changelog import (BASE, BASE_END, BASE_ROWS_FIRST, CHECKPOINT, DATA_START, START, ZROWS,
-                                         ChangelogRule, checkpoint_payload, checkpoint_record, fence_record, mark_of,
+                                         ChangelogRule, Checkpoint, checkpoint_payload, checkpoint_record, fence_record,
+                                         mark_of,
                                          packed_count, packed_rows)
 from stream_app.stream import changelog as changelog_module
 from stream_app.stream import commit as commit_module
@@ -44,7 +44,7 @@ from stream_app.stream.store import LocalStore
 from stream_app.stream.batch_loop import BatchLoop
 from tests.support.corrections import CONFIG as CORRECTIONS_CONFIG
 from tests.support.corrections import corrected_leagues, run
-from tests.support.changelog import old_row
+from tests.support.changelog import entry_record, old_row
 from tests.support.memory import CountingReader, Crash, MemoryBroker, StalledSender
 
 CONFIG = LeagueConfig.from_toml('[leagues."kart*"]\nalgorithm = "elo-pairwise"\n[default]\nalgorithm = "elo"\n')
@@ -241,7 +241,7 @@ async def test_a_crash_before_the_checkpoint_leaves_the_batch_uncommitted_and_it
     broker.send = send
     broker.crash_at = None
     assert len(broker.values(SETTINGS.changes_topic)) > 0
-    assert broker.logs[(CHANGELOG, partition)][-1][1][:1] == b"E"  # the batch's entries, no checkpoint
+    assert broker.logs[(CHANGELOG, partition)][-1][1][:1] == b"Q"  # the batch's rows, no checkpoint
     store = reopened(store) if restart == "same directory" else LocalStore(tmp_path / "b")
     if restart == "same directory":
         assert committed(store, PLAYERS) == before  # the local store never saw the batch
@@ -306,17 +306,17 @@ async def test_a_replaced_workers_stalled_batch_landing_late_changes_nothing(lan
         stalled.running.set()
         with pytest.raises(Fenced):
             await zombie
-        fenced_records = sum(1 for key, value in broker.logs[(CHANGELOG, partition)] if value[:1] == b"E"
+        fenced_records = sum(1 for key, value in broker.logs[(CHANGELOG, partition)] if value[:1] == b"Q"
                              and int.from_bytes(value[1:9], "big") == 1)
     # B's first batch is smaller than A's stalled one: A wrote keys B's batch does not write.
     await b.apply_batch(records[10:13])
     if lands == "between the new owner's fence and batch":
-        # A's entries landed after B's fence (the rule drops them). Each record has a key of
+        # A's rows landed after B's fence (the rule drops them). Each record has a key of
         # its own, so a compacted changelog (the last record of each key) still holds B's.
         assert fenced_records > 0
         changelog = broker.logs[(CHANGELOG, partition)]
         fence = [value for _, value in changelog].index(fence_record(2)[1])
-        late = [key for key, value in changelog[fence:] if value[:1] == b"E" and value[1:9] == (1).to_bytes(8, "big")]
+        late = [key for key, value in changelog[fence:] if value[:1] == b"Q" and value[1:9] == (1).to_bytes(8, "big")]
         keys = [key for key, _ in changelog]
         assert late and len(set(keys)) == len(keys)
     if lands == "after the new owner's batch":
@@ -344,7 +344,7 @@ async def test_a_crash_in_the_middle_of_a_restore_keeps_what_was_read_and_the_ne
     restart on the same directory reads on from there and ends at the changelog's state."""
     from stream_app.stream import commit
 
-    monkeypatch.setattr(commit, "FLUSH_RECORDS", 5)  # a write batch every few records: many consistent cuts
+    monkeypatch.setattr(commit, "FLUSH_ROWS", 5)  # a write batch every few rows: many consistent cuts
     log = input_log(seed)
     ledger, _ = expected(log)
     broker = MemoryBroker(partitions=PARTITIONS, seed=seed)
@@ -384,7 +384,7 @@ async def test_two_take_ups_of_a_partition_at_once_make_its_state_once(tmp_path,
     checkpoint, and every entry's writes are made once (a league's match count too)."""
     from stream_app.stream import commit
 
-    monkeypatch.setattr(commit, "FLUSH_RECORDS", 5)  # many writes: the two would interleave
+    monkeypatch.setattr(commit, "FLUSH_ROWS", 5)  # many writes: the two would interleave
     log = input_log(3)
     ledger, _ = expected(log)
     broker = MemoryBroker(partitions=PARTITIONS, seed=3)
@@ -648,15 +648,17 @@ async def test_input_removed_by_retention_before_it_was_applied_is_skipped_and_s
     assert_committed_state_is(local(store), ledger)
 
 
-async def test_a_changelog_written_before_entries_is_taken_up_in_place_and_entries_follow_it(tmp_path):
+async def test_a_changelog_of_earlier_releases_is_taken_up_in_place_and_packed_rows_follow_it(tmp_path):
     """Upgrading in place (docs/operations.md): a changelog that holds rows of the format
-    before entries, and a batch of them that never completed, is taken up by this release,
-    which applies the rest of the input after it; taken up on an empty directory, the old
-    rows and the entries after them end at the replay."""
+    before entries (and a batch of them that never completed), then entries, is taken up
+    by this release, which applies the rest of the input after it as packed rows; taken up
+    on an empty directory, the old rows, the entries (their writes derived again) and the
+    packed rows end at the replay."""
     log = input_log(2)
     first = {p: records[:40] for p, records in log.items()}
-    # What the release before left: the committed state after the first 40 records of each
-    # partition, as its rows (made here by this release on a scratch broker), and a checkpoint.
+    # What the releases before left: the committed state after the first 40 records of each
+    # partition, as rows of the format before entries (made here by this release on a
+    # scratch broker), and a checkpoint; then an entry a result, for the next 20 records.
     scratch = new_worker(LocalStore(tmp_path / "scratch"), MemoryBroker(partitions=PARTITIONS))
     await scratch.apply_batch([r for records in first.values() for r in records])
     broker = MemoryBroker(partitions=PARTITIONS)
@@ -671,18 +673,30 @@ async def test_a_changelog_written_before_entries_is_taken_up_in_place_and_entri
         changelog += [old_row(1, 1, k, v, None) for k, v in rows if k != key]
         changelog.append(checkpoint_record(1, 1, {TOPIC: 39}))
         changelog.append(old_row(1, 2, key, b'{"rating":0.0,"matches":99}', value))
+        changelog.append(fence_record(2))
+        ledger, _ = expected({p: first[p]})
+        for batch, record in enumerate(log[p][40:60], start=1):
+            try:
+                item = parse_input(record.value)
+                changes = ledger.apply(item)
+            except BadEvent:  # dead-lettered: its offset applied, nothing written
+                changes = None
+            if changes:
+                changelog.append(entry_record(2, batch, item, changes))
+            changelog.append(checkpoint_record(2, batch, {TOPIC: record.offset}))
+        assert sum(value[:1] == b"E" for _, value in changelog) > 10
     store = LocalStore(tmp_path / "new")
     worker = new_worker(store, broker)
     await worker.take_up(list(log))
-    assert {p: worker.positions([(TOPIC, p)])[(TOPIC, p)] for p in log} == {p: 40 for p in log}
+    assert {p: worker.positions([(TOPIC, p)])[(TOPIC, p)] for p in log} == {p: 60 for p in log}
+    assert_committed_state_is(local(store), expected({p: records[:60] for p, records in log.items()})[0])
     rng = random.Random(2)
     while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
         await worker.apply_batch(batch)
     ledger, _ = expected(log)
     assert_committed_state_is(local(store), ledger)
-    assert all(value[:1] in (b"D", b"E", b"C", b"F") for p in log for _, value in broker.logs[(CHANGELOG, p)])
+    assert {value[:1] for p in log for _, value in broker.logs[(CHANGELOG, p)]} == {b"D", b"E", b"Q", b"C", b"F"}
     assert_committed_state_is(logged(broker), ledger)
-
 
 
 def local_keys(store: LocalStore, partition: int) -> int:
@@ -833,7 +847,7 @@ async def test_a_base_is_written_between_the_batches_after_it_and_every_reader_e
         await worker.apply_batch([])
     for p in log:
         assert since_open_base(broker, p) == 0 and held(broker, p) <= 2 * local_keys(store, p) + 3
-    between = 0  # batches' data records that came between a base's opening and its end
+    between = 0  # batches' rows that came between a base's opening and its end
     for p in log:
         opened = None
         for offset, _, value in broker.records(CHANGELOG, p):
@@ -842,8 +856,8 @@ async def test_a_base_is_written_between_the_batches_after_it_and_every_reader_e
                 opened = (epoch, batch)
             elif kind == BASE_END:
                 opened = None
-            elif opened and kind in (ENTRY_KIND, ROW_KIND) and (epoch, batch) > opened:
-                between += 1
+            elif opened and kind == ZROWS and (epoch, batch) > opened:
+                between += packed_count(value[DATA_START:])
     assert between > 50
     assert counted("ratings_changelog_bases_total") - bases >= 2
     assert_committed_state_is(local(store), ledger, records=False)
@@ -859,26 +873,30 @@ def tables_of(store: LocalStore, partition: int) -> dict[bytes, bytes]:
     return dict(store.scan_range(partition, b"\x01", b"\xff" * 8))
 
 
-def test_a_base_is_due_by_size_or_once_the_entries_held_would_make_a_take_up_too_long():
+def test_a_base_is_due_by_size_or_once_what_is_held_would_make_a_take_up_too_long():
     committer = Committer(None, None, None, CHANGELOG, {}, None, None, base_after=1, take_up_seconds=10)
     keys = round(3 / ROW_TAKE_UP_SECONDS)  # a base taken up in 3 s
-    assert committer._due(2 * keys, 0, keys)  # by size
+    none = Checkpoint()
+    assert committer._due(2 * keys, none, keys)  # by size
     six, eight = round(6 / ENTRY_TAKE_UP_SECONDS), round(8 / ENTRY_TAKE_UP_SECONDS)  # seconds of entries
-    assert not committer._due(six, six, keys)  # 6 s of entries and 3 of a base: within 10
-    assert committer._due(eight, eight, keys)  # 8 and 3
-    assert not committer._due(eight, 0, keys)  # as many records, but rows: nothing to derive
+    assert not committer._due(six, Checkpoint(entries=six), keys)  # 6 s of entries and 3 of a base: within 10
+    assert committer._due(eight, Checkpoint(entries=eight), keys)  # 8 and 3
+    assert not committer._due(eight, none, keys)  # as many records, but marks: nothing to take up
+    rows = round(8 / ROW_TAKE_UP_SECONDS)  # 8 s of rows (a packed record's each), and 3 of a base
+    assert committer._due(rows, Checkpoint(rows=rows), keys + 1)  # (under twice the keys: not by size)
+    assert not committer._due(rows // 2, Checkpoint(rows=rows // 2), keys + 1)
     # 15 s of entries against a base of 20 s: over the budget, but a base would not be faster.
     fifteen = round(15 / ENTRY_TAKE_UP_SECONDS)
-    assert not committer._due(fifteen, fifteen, round(20 / ROW_TAKE_UP_SECONDS))
+    assert not committer._due(fifteen, Checkpoint(entries=fifteen), round(20 / ROW_TAKE_UP_SECONDS))
     committer.take_up_seconds = 0  # by size only
-    assert not committer._due(eight, eight, keys) and committer._due(2 * keys, 0, keys)
+    assert not committer._due(eight, Checkpoint(entries=eight), keys) and committer._due(2 * keys, none, keys)
 
 
 @pytest.mark.parametrize("budget", [0, 1e-4])
 async def test_results_alone_get_bases_by_time_and_a_take_up_from_one_equals_the_replay(budget, tmp_path,
                                                                                         monkeypatch):
-    """Results alone never hold twice the local keys in records: only the take-up budget
-    makes a base due, and an empty directory then takes the base and the entries after it up."""
+    """Results alone never hold twice the local keys in rows: only the take-up budget
+    makes a base due, and an empty directory then takes the base and the rows after it up."""
     monkeypatch.setattr(commit_module, "BASE_SEARCH_STEP", 8)  # the partitions' logs are short
     log = input_log(7)
     ledger, _ = expected(log)
@@ -901,7 +919,7 @@ async def test_results_alone_get_bases_by_time_and_a_take_up_from_one_equals_the
     await taker.take_up(list(log))
     written = sum(len(broker.logs[(CHANGELOG, p)]) for p in log)  # the records deleted before the bases too
     from_bases = sum(len(broker.records(CHANGELOG, p)) - max(0, store.checkpoint(p).base) for p in log)
-    assert (reader.read_records < written / 2) == bool(budget) and from_bases <= reader.read_records
+    assert (reader.read_records < written) == bool(budget) and from_bases <= reader.read_records
     for p in log:
         assert list(empty.scan_range(p, b"\x01", b"\xff" * 8)) == list(store.scan_range(p, b"\x01", b"\xff" * 8))
     assert_committed_state_is(local(empty), ledger)
@@ -984,7 +1002,7 @@ async def test_a_take_up_that_dies_inside_the_base_it_started_at_stores_none_of_
     the base was lost.)"""
     monkeypatch.setattr(changelog_module, "PACK_BYTES", 4096)
     monkeypatch.setattr(commit_module, "BASE_RECORDS_A_COMMIT", 2)
-    monkeypatch.setattr(commit_module, "FLUSH_RECORDS", 3)
+    monkeypatch.setattr(commit_module, "FLUSH_ROWS", 3)
     monkeypatch.setattr(commit_module, "BASE_SEARCH_STEP", 8)
     log = corrections_log(corrected_leagues(5))
     broker = MemoryBroker(partitions=PARTITIONS)
@@ -1026,7 +1044,8 @@ async def test_a_take_up_that_dies_inside_the_base_it_started_at_stores_none_of_
     assert inside > 0  # some of the reads died inside the base
 
 
-async def test_a_stale_directory_after_the_log_started_over_takes_a_newer_base_not_its_own_state(tmp_path):
+async def test_a_stale_directory_after_the_log_started_over_takes_a_newer_base_not_its_own_state(tmp_path,
+                                                                                                  monkeypatch):
     """The broker lost the changelog; its owner wrote its state back, then bases deleted the
     write-back's start. A worker on a directory copied long before, whose checkpoint's offset
     lies inside the new log, finds the newer owner's base (not a start only) and takes its
@@ -1034,7 +1053,8 @@ async def test_a_stale_directory_after_the_log_started_over_takes_a_newer_base_n
     log = {0: input_log(1)[0]}
     broker = MemoryBroker(partitions=PARTITIONS)
     broker.add_input(log)
-    settings = Settings(partitions=PARTITIONS, base_after=20, take_up_seconds=1e-4)
+    settings = Settings(partitions=PARTITIONS, base_after=20)
+    monkeypatch.setattr(Committer, "_due", lambda self, held, after, keys: True)  # a base every 20 records held
     records = log[0]
 
     def worker_on(store: LocalStore) -> BatchLoop:

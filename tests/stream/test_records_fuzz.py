@@ -216,8 +216,8 @@ class Harness:
         result = HANDLER.handle(self.state, TOPIC, 0, self.offset, key, value)  # must not raise
         self.offset += 1
         check_result(result)
-        records, mark, checkpoint = self.state.checkpoint_writes()
-        written(self.store, self.state.local_values())
+        records, mark, checkpoint, values = self.state.checkpoint_writes()
+        written(self.store, values)
         self.state.checkpointed(checkpoint)
         for key, raw in self.store.items():
             assert_finite(orjson.loads(raw), repr(key))

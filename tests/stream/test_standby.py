@@ -19,6 +19,7 @@ from stream_app.offline.ledger import Ledger
 from stream_app.inputs import parse_match
 from stream_app.offline.sample import two_player_league
 from stream_app.settings import Settings
+from stream_app.stream import changelog as changelog_module
 from stream_app.stream import commit as commit_module
 from stream_app.stream import standby as standby_module
 from stream_app.stream.batch_loop import BatchLoop
@@ -130,7 +131,7 @@ def worker(store: LocalStore, sender, reader=None) -> BatchLoop:
 @pytest.fixture
 async def pair(memory, tmp_path):
     """An owner (a worker with its own store) and a standby on another store, deriving
-    entries' local writes as a worker does (stream/records.py); stopped at the end."""
+    the entries of earlier releases as a worker does (stream/records.py); stopped at the end."""
     store = LocalStore(tmp_path / "standby")
     standby = Standby(store, {}, CHANGELOG, tables_for(CONFIG), RecordHandler(CONFIG, 2, SETTINGS.forward_topic).deriver)
     yield worker(LocalStore(tmp_path / "owner"), memory), store, standby
@@ -143,7 +144,7 @@ def rows(store: LocalStore, partition: int) -> dict[bytes, bytes]:
     owner those it wrote: a replaced owner's late ones only the first)."""
     found = dict(store.scan(partition, b""))
     if CHECKPOINT_KEY in found:
-        found[CHECKPOINT_KEY] = replace(Checkpoint.decode(found[CHECKPOINT_KEY]), entries=0).encode()
+        found[CHECKPOINT_KEY] = replace(Checkpoint.decode(found[CHECKPOINT_KEY]), entries=0, rows=0).encode()
     return found
 
 
@@ -236,7 +237,7 @@ async def test_a_standby_with_nothing_yet_follows_from_the_last_base_on(memory, 
     await owner.committer.write_base(owner.partitions[0])
     await owner.apply_batch(log[40:])  # its checkpoint names the base
     based = owner.store.checkpoint(0).base
-    assert based > 40  # the first 40 entries and their marks before it
+    assert based >= 2  # the first 40 inputs' rows and their marks before it
     standby.follow([0])
     await caught_up(store, owner)
     assert standby.records == len(memory.logs[(CHANGELOG, 0)]) - based
@@ -282,7 +283,7 @@ async def test_stop_stores_what_was_read_since_the_last_flush(memory, pair, monk
 
 async def test_a_flush_comes_every_flush_records_while_following(pair, monkeypatch):
     monkeypatch.setattr(standby_module, "FLUSH_SECONDS", 1e9)
-    monkeypatch.setattr(standby_module, "FLUSH_RECORDS", 1)
+    monkeypatch.setattr(standby_module, "FLUSH_ROWS", 1)
     owner, store, standby = pair
     standby.follow([0])
     await owner.apply_batch(inputs(0)[:30])
@@ -303,10 +304,10 @@ async def following_twenty(pair) -> tuple[list, dict]:
 async def test_a_batch_is_not_applied_until_its_checkpoint_arrives(memory, pair):
     owner, store, standby = pair
     log, committed = await following_twenty(pair)
-    memory.held.add(SETTINGS.changes_topic)  # the outputs wait: the batch's entries land, its checkpoint not
+    memory.held.add(SETTINGS.changes_topic)  # the outputs wait: the batch's rows land, its checkpoint not
     batch = asyncio.ensure_future(owner.apply_batch(log[20:40]))
     changelog = memory.logs[(CHANGELOG, 0)]
-    await until(lambda: changelog[-1][1][:1] == b"E" and standby.records == len(changelog), "the entries read")
+    await until(lambda: changelog[-1][1][:1] == b"Q" and standby.records == len(changelog), "the rows read")
     await settle()
     assert not batch.done() and rows(store, 0) == committed
     memory.held.discard(SETTINGS.changes_topic)
@@ -394,12 +395,13 @@ async def test_a_standby_whose_checkpoint_the_changelog_lost_takes_the_written_b
     assert_is_replay(store, 0, log[:40])
 
 
-async def test_following_is_retried_from_the_local_checkpoint_when_the_broker_goes_away(memory, pair):
+async def test_following_is_retried_from_the_local_checkpoint_when_the_broker_goes_away(memory, pair, monkeypatch):
+    monkeypatch.setattr(changelog_module, "PACK_BYTES", 512)  # a batch's rows in several records
     owner, store, standby = pair
     for step in range(0, 30, 10):
         await owner.apply_batch(inputs(0)[step:step + 10])
     first = next(i for i, (_, value) in enumerate(memory.logs[(CHANGELOG, 0)]) if value[:1] == b"C")
-    memory.fail_after = first + 3  # the first batch's checkpoint is read, the second's not
+    memory.fail_after = first + 3  # the first batch's checkpoint is read, the second's not (some of its rows)
     standby.follow([0])
     await caught_up(store, owner)
     assert memory.consumers == 2 and memory.seeks == [0, first + 1] and memory.fail_after is None

@@ -5,7 +5,7 @@ test_changelog.py."""
 
 import orjson
 
-from stream_app.stream.changelog import ENTRY, ZROWS, Checkpoint, ChangelogRule, packed_rows
+from stream_app.stream.changelog import ZROWS, Checkpoint, ChangelogRule, packed_rows
 from stream_app.state.tables import CACHED, MATCHES, PLAYERS, TABLE_PREFIX, store_key
 from stream_app.state.base import Tables
 from stream_app.stream.transaction import PartitionTransaction
@@ -16,31 +16,32 @@ TABLES = Tables(TABLE_PREFIX, CACHED)
 TOPIC = "match-results"
 
 
-def test_a_batch_reads_its_own_writes_and_the_changelog_gets_only_what_was_recorded():
+def test_a_batch_reads_its_own_writes_and_the_changelog_gets_them_as_the_store_does():
     committed = {store_key(PLAYERS, b"l\x1fa"): orjson.dumps({"rating": 1.0})}
     state = PartitionTransaction(0, Checkpoint(epoch=3, batch=7), committed.get, TABLES)
     assert state.get(PLAYERS, b"l\x1fa") == {"rating": 1.0}
     state.put(PLAYERS, b"l\x1fa", {"rating": 2.0})
     state.put(MATCHES, b"l\x1fm1", {"seq": 1})
-    state.record_entry(b"m1 applied")
+    state.put(PLAYERS, b"l\x1fz", None)  # a deletion
     assert state.get(PLAYERS, b"l\x1fa") == {"rating": 2.0}
     assert state.committed_value((PLAYERS, b"l\x1fa")) == {"rating": 1.0}
-    records, mark, after = state.checkpoint_writes()
-    assert [value for _, value in records] == [b"E" + bytes(7) + b"\x03" + bytes(7) + b"\x08" + b"m1 applied"]
-    assert (after.epoch, after.batch) == (3, 8)
-    # The local store gets the batch's writes; the changelog, its entry.
-    assert state.local_values() == {store_key(PLAYERS, b"l\x1fa"): b'{"rating":2.0}',
-                                    store_key(MATCHES, b"l\x1fm1"): b'{"seq":1}'}
-    # Read back: the entry counts only with its checkpoint.
+    records, mark, after, values = state.checkpoint_writes()
+    # The local store gets the batch's writes, each encoded once; the changelog, the same bytes, packed.
+    assert values == {store_key(PLAYERS, b"l\x1fa"): b'{"rating":2.0}', store_key(MATCHES, b"l\x1fm1"): b'{"seq":1}',
+                      store_key(PLAYERS, b"l\x1fz"): None}
+    assert [value[:17] for _, value in records] == [b"Q" + bytes(7) + b"\x03" + bytes(7) + b"\x08"]
+    assert list(packed_rows(ZROWS, memoryview(records[0][1])[17:])) == list(values.items())
+    assert (after.epoch, after.batch, after.rows) == (3, 8, 3)
+    # Read back: the rows count only with their checkpoint.
     reader = ChangelogRule(Checkpoint(epoch=3, batch=7, changelog=9))
     reader.feed(10, *records[0])
     assert reader.take()[0] == []
     reader.feed(11, *mark)
     committed_records, checkpoint, _ = reader.take()
-    assert [(kind, bytes(payload)) for kind, payload in committed_records] == [(ENTRY, b"m1 applied")]
-    assert (checkpoint.epoch, checkpoint.batch, checkpoint.changelog) == (3, 8, 11)
+    assert [kind for kind, _ in committed_records] == [ZROWS]
+    assert (checkpoint.epoch, checkpoint.batch, checkpoint.changelog, checkpoint.rows) == (3, 8, 11, 3)
     state.checkpointed(after)
-    assert state.get(PLAYERS, b"l\x1fa") == {"rating": 2.0} and not state.overlay and not state.recorded
+    assert state.get(PLAYERS, b"l\x1fa") == {"rating": 2.0} and not state.overlay and not state.dirty
 
 
 def test_offsets_at_or_below_the_checkpoint_are_applied_and_the_next_one_is_expected():
@@ -49,45 +50,26 @@ def test_offsets_at_or_below_the_checkpoint_are_applied_and_the_next_one_is_expe
     assert state.next_offset(TOPIC) == 42 and state.next_offset("other") is None
     state.note_offset(TOPIC, 42)
     assert state.already_applied(TOPIC, 42) and state.next_offset(TOPIC) == 43
-    _, _, after = state.checkpoint_writes()
+    _, _, after, _ = state.checkpoint_writes()
     assert after.offsets == {TOPIC: 42}
 
 
-def test_the_keys_written_since_the_savepoint_are_recorded_as_packed_rows_with_their_values_now():
-    committed = {store_key(PLAYERS, b"l\x1fa"): orjson.dumps({"rating": 1.0})}
-    state = PartitionTransaction(0, Checkpoint(epoch=2, batch=1), committed.get, TABLES)
-    state.put(PLAYERS, b"l\x1fz", {"rating": 9.0})  # before the savepoint: not this record's
-    state.savepoint(journal=True)
-    state.put(PLAYERS, b"l\x1fa", {"rating": 3.0})
-    state.put(PLAYERS, b"l\x1fb", {"rating": 5.0})
-    state.put(PLAYERS, b"l\x1fa", None)
-    state.record_written()
-    state.record_entry(b"an entry")  # rows on either side of an entry: a packed record each, in order
-    state.put(PLAYERS, b"l\x1fc", {"rating": 7.0})
-    state.record_written()
-    records, _, after = state.checkpoint_writes()
-    assert [value[0] for _, value in records] == [ZROWS, ENTRY, ZROWS]
-    assert list(packed_rows(ZROWS, memoryview(records[0][1])[17:])) == [
-        (store_key(PLAYERS, b"l\x1fa"), None), (store_key(PLAYERS, b"l\x1fb"), b'{"rating":5.0}')]
-    assert len({key for key, _ in records}) == 3 and after.rows == 2 + 3 and after.entries == 1
-
-
-def test_a_rollback_undoes_the_writes_and_the_records_since_the_savepoint():
+def test_a_rollback_undoes_the_writes_since_the_savepoint_and_the_changelog_gets_what_stands():
     state = PartitionTransaction(0, Checkpoint(epoch=1), lambda key: None, TABLES)
     state.savepoint(journal=True)
     state.put(PLAYERS, b"l\x1fa", {"rating": 1.0})
-    state.record_entry(b"first")
     state.savepoint(journal=True)
     state.put(PLAYERS, b"l\x1fa", {"rating": 2.0})
-    state.record_entry(b"second")
+    state.put(PLAYERS, b"l\x1fb", {"rating": 3.0})
     state.rollback()
-    assert state.get(PLAYERS, b"l\x1fa") == {"rating": 1.0} and state.recorded == [("entry", b"first")]
-    # Without a journal nothing is undone: what was written stays, and so does its record.
+    assert state.get(PLAYERS, b"l\x1fa") == {"rating": 1.0} and state.get(PLAYERS, b"l\x1fb") is None
+    # Without a journal nothing is undone: what was written stays.
     state.savepoint(journal=False)
-    state.put(PLAYERS, b"l\x1fa", {"rating": 4.0})
-    state.record_entry(b"third")
+    state.put(PLAYERS, b"l\x1fc", {"rating": 4.0})
     state.rollback()
-    assert state.get(PLAYERS, b"l\x1fa") == {"rating": 4.0} and len(state.recorded) == 2
+    records, _, _, values = state.checkpoint_writes()
+    assert values == {store_key(PLAYERS, b"l\x1fa"): b'{"rating":1.0}', store_key(PLAYERS, b"l\x1fc"): b'{"rating":4.0}'}
+    assert [row for _, value in records for row in packed_rows(ZROWS, memoryview(value)[17:])] == list(values.items())
 
 
 def test_a_rollback_undoes_what_put_many_wrote_and_keeps_what_was_there():
@@ -118,14 +100,12 @@ def test_the_cache_of_committed_players_starts_over_past_its_bytes(monkeypatch):
     assert len(reads) == 4 and state.cache_bytes == 2 * len(value)
     # A batch's rows count, once committed, with the bytes they are stored in.
     state.put(PLAYERS, b"l\x1f2", {"rating": 1.0})
-    _, _, after = state.checkpoint_writes()
-    state.local_values()
+    _, _, after, _ = state.checkpoint_writes()
     state.checkpointed(after)
     assert state.cache_bytes == 2 * len(value) + small and state.to_cache == []
     assert state.get(PLAYERS, b"l\x1f2") == {"rating": 1.0} and len(reads) == 4
     state.put(PLAYERS, b"l\x1f0", {"rating": 2.0})
-    _, _, after = state.checkpoint_writes()
-    state.local_values()
+    _, _, after, _ = state.checkpoint_writes()
     state.checkpointed(after)  # past the bytes: started over
     assert state.cache == {(PLAYERS, b"l\x1f0"): {"rating": 2.0}} and state.cache_bytes == small
 
@@ -175,8 +155,7 @@ def test_a_committed_batch_starts_the_cache_over_only_when_its_new_keys_leave_no
     def commit(*names: bytes) -> None:
         for name in names:
             state.put(PLAYERS, b"l\x1f" + name, {"rating": 1.0})
-        _, _, after = state.checkpoint_writes()
-        state.local_values()
+        _, _, after, _ = state.checkpoint_writes()
         state.checkpointed(after)
 
     commit(b"a", b"b", b"c")
