@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -194,6 +195,17 @@ class SecureKafka:
                     for principal, kind, name, operations, prefixed in grants for operation in operations]
         for future in self.admin().create_acls(bindings, request_timeout=30).values():
             future.result(timeout=30)
+        # Kafka answers CreateAcls once they are in its metadata log; its authorizer takes them
+        # up after. A worker started in between (a loaded machine: a whole run's seven tests
+        # at once) was refused: wait until the broker describes them all.
+        from confluent_kafka.admin import AclBindingFilter
+
+        every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                 AclPermissionType.ANY)
+        deadline = time.monotonic() + 30
+        while len(set(bindings) - set(self.admin().describe_acls(every, request_timeout=30).result(timeout=30))):
+            assert time.monotonic() < deadline, "the broker did not describe the ACLs just created within 30 s"
+            time.sleep(0.1)
 
     def stop(self) -> None:
         """The admin client first (librdkafka would log its failed reconnections), then the node:
