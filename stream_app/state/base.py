@@ -32,12 +32,6 @@ class Tables:
         self.cached = cached
         self.codecs = dict(codecs or {})
 
-    def key(self, table: str, key: bytes) -> bytes:
-        return self.prefixes[table] + key
-
-    def encode(self, table: str, value: Any) -> bytes:
-        return self.codecs[table].encode(value) if table in self.codecs else orjson.dumps(value)
-
     def decode(self, table: str, key: bytes, raw: bytes) -> Any:
         return self.codecs[table].decode(key, raw) if table in self.codecs else orjson.loads(raw)
 
