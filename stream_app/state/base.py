@@ -5,7 +5,7 @@ replay's memory (state/memory.py)."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import orjson
 
@@ -31,6 +31,9 @@ class Tables:
         self.table_of = {prefix: table for table, prefix in prefixes.items()}
         self.cached = cached
         self.codecs = dict(codecs or {})
+        # Each table's encoder: its codec's, else JSON as it is.
+        self.encoders: dict[str, Callable[[Any], bytes]] = {
+            table: self.codecs[table].encode if table in self.codecs else orjson.dumps for table in prefixes}
 
     def decode(self, table: str, key: bytes, raw: bytes) -> Any:
         return self.codecs[table].decode(key, raw) if table in self.codecs else orjson.loads(raw)

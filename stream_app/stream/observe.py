@@ -8,6 +8,7 @@ import functools
 import logging
 import sys
 import time
+from operator import attrgetter
 from typing import Any, Callable
 
 import numpy as np
@@ -57,6 +58,8 @@ class BatchHistogram:
             cumulative = np.cumsum(counts).tolist()
             family.add_metric(list(labels), list(zip(self._les, cumulative)), total[0])
         yield family
+
+_CHANGES = attrgetter("changes")  # of a rating.Applied
 
 MATCHES_APPLIED = Counter(
     "ratings_matches_applied_total", "Matches applied to the rating state", ["league", "algorithm"]
@@ -248,29 +251,38 @@ class Tally:
             log.info("first match applied %.1f s after start", now - self.started_at)
             set_state("running")
         self.applied += len(applied)
-        leagues: dict[tuple[str, str], list[int]] = {}
+        # One loop body a match with no call in it (the calls a match makes are counted):
+        # the counts and the changes' sizes are taken after it, a group at a time.
+        groups: dict[tuple[str, str], list[Any]] = {}  # (league, algorithm) -> its applied matches
         latencies: dict[str, list[float]] = {}
-        sizes: dict[str, list[float]] = {}
+        changes: dict[str, list[Any]] = {}  # algorithm -> its rating changes, in order
         for item, timestamp in applied:
             algorithm = item.algorithm
             match = item.match
-            counts = leagues.get((match.league, algorithm))
-            if counts is None:
-                counts = leagues[(match.league, algorithm)] = [0, 0, 0]
-            counts[0] += 1
-            counts[1] += len(item.changes)
-            counts[2] = item.record["players"]
+            group = (match.league, algorithm)
+            if group in groups:
+                groups[group] += (item,)
+            else:
+                groups[group] = [item]
+            if algorithm in changes:
+                changes[algorithm] += item.changes
+            else:
+                changes[algorithm] = list(item.changes)
             origin = match.time if match.time is not None else (timestamp / 1000 if timestamp else None)
             if origin is not None:
-                latencies.setdefault(algorithm, []).append(max(0.0, now - origin))
-            sizes.setdefault(algorithm, []).extend(abs(c.after.rating - c.before.rating) for c in item.changes)
-        for (league, algorithm), (matches, changes, players) in leagues.items():
-            MATCHES_APPLIED.labels(league, algorithm).inc(matches)
-            RATING_CHANGES.labels(league, algorithm).inc(changes)
-            PLAYERS.labels(league, algorithm).set(players)
-        for histogram, values in ((LATENCY, latencies), (CHANGE_SIZE, sizes)):
-            for algorithm, observed in values.items():
-                histogram.observe_many((algorithm,), observed)
+                latency = now - origin
+                if algorithm not in latencies:
+                    latencies[algorithm] = []
+                latencies[algorithm] += (latency if latency > 0.0 else 0.0,)
+        for (league, algorithm), items in groups.items():
+            MATCHES_APPLIED.labels(league, algorithm).inc(len(items))
+            RATING_CHANGES.labels(league, algorithm).inc(sum(map(len, map(_CHANGES, items))))
+            PLAYERS.labels(league, algorithm).set(items[-1].record["players"])
+        for algorithm, observed in latencies.items():
+            LATENCY.observe_many((algorithm,), observed)
+        for algorithm, made in changes.items():
+            sizes = np.abs(np.array([c.after.rating - c.before.rating for c in made], dtype=float))
+            CHANGE_SIZE.observe_many((algorithm,), sizes.tolist())
 
     def rerated(self, rerated: Any, seconds: float, elapsed: float, now: float) -> None:
         """A re-rate done (rerate.Rerated): `seconds` of work, `elapsed` from its start

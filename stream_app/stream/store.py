@@ -117,11 +117,13 @@ class LocalStore:
             self._ingest(partition, ((key, rows[key]) for key in sorted(rows)), checkpoint)
             return
         batch = WriteBatch(raw_mode=True)
-        for key, value in rows.items():
-            if value is None:
+        if None in rows.values():
+            for key in [key for key, value in rows.items() if value is None]:
                 batch.delete(key)
-            else:
-                batch.put(key, value)
+            rows = {key: value for key, value in rows.items() if value is not None}
+        # Put by map, not a loop body a row: a batch writes a few rows a match.
+        for _ in map(batch.put, rows.keys(), rows.values()):
+            pass
         batch.put(CHECKPOINT_KEY, checkpoint.encode())
         self.db(partition).write(batch)
 
