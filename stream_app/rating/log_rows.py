@@ -30,14 +30,11 @@ def log_entry(entry: Entry) -> list[Any] | dict[str, Any]:
     """A log row: what re-applying the entry needs (a season's start is an object)."""
     if isinstance(entry, SeasonStart):
         return {"season": entry.season, "time": entry.time, "reason": entry.reason}
-    return [entry.match_id, entry.time, [_log_person(p) for p in entry.participants]]
-
-
-def _log_person(p: Participant) -> list[Any]:
-    # Positional, as Participant takes them; the trailing defaults are left out.
-    if p.team is not None or p.weight != 1.0:
-        return [p.player, p.rank, p.score, p.team, p.weight]
-    return [p.player, p.rank] if p.score is None else [p.player, p.rank, p.score]
+    # Each participant positional, as Participant takes them; the trailing defaults are left out.
+    return [entry.match_id, entry.time,
+            [[p.player, p.rank, p.score, p.team, p.weight] if p.team is not None or p.weight != 1.0
+             else [p.player, p.rank] if p.score is None else [p.player, p.rank, p.score]
+             for p in entry.participants]]
 
 
 def entry_from_log(league: str, row: list[Any] | dict[str, Any]) -> Entry:

@@ -6,6 +6,8 @@ backend of the storage port (state/base.py `Storage`): the stream's transaction
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import add
 from typing import AbstractSet, Any, Sequence
 
 import orjson
@@ -19,7 +21,7 @@ from ..rating.records import ABSENT, VOIDED, Entry, PlayerRecord
 from ..rating.season_step import store_seasons
 from ..rating.tiers import build_standings
 from .tables import (BOUNDARIES, FINALS, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, SNAPSHOTS, WORKING,
-                     boundary_key, final_key, history_key, league_prefix, log_key, match_key, player_key, record_of,
+                     boundary_key, final_key, history_key, history_keys, league_prefix, log_key, match_key, player_key, record_of,
                      prefix_end, season_key, snapshot_key)
 from .base import Storage
 
@@ -63,7 +65,7 @@ class PartitionLeagues:
     def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
         known = self.league_keys
         prefix = (known[league] if league in known else self._league_keys(league))[1]
-        keys = [prefix + name.encode() for name in names]
+        keys = list(map(add, repeat(prefix), map(str.encode, names)))
         self.keys = dict(zip(names, keys))
         return self.state.get_many(PLAYERS, keys)
 
@@ -74,8 +76,8 @@ class PartitionLeagues:
         keys = self.keys
         for name, record in applied.snapshots:
             self.put_snapshot(league, place.boundary, name, record)
-        self.state.put_many(PLAYERS, [(keys[c.player] if c.player in keys else player_key(league, c.player), record)
-                                      for c, record in zip(applied.changes, applied.records)])
+        players = [keys[c.player] if c.player in keys else player_key(league, c.player) for c in applied.changes]
+        self.state.put_many(PLAYERS, list(zip(players, applied.records)))
         known = self.league_keys
         league_key, prefix = known[league] if league in known else self._league_keys(league)
         if place.new:
@@ -87,9 +89,17 @@ class PartitionLeagues:
             self.put_boundary(league, place.boundary, place.key, place.opened)
         put(LEAGUES, league_key, applied.record)
         if applied.history:
-            history_max = self.config.options_for(league).history_max
-            for change, row in zip(applied.changes, applied.history):
-                self._put_history(league, change.player, row, history_max)
+            history_max = self.config.rule_for(league).options.history_max
+            seqs = [row[0] for row in applied.history]
+            history = history_keys(players, seqs)
+            if history_max is None:  # every entry kept (the default): none to drop
+                self.state.put_many(HISTORY, list(zip(history, applied.history)))
+            else:
+                for player, key, seq, row in zip(players, history, seqs, applied.history):
+                    put(HISTORY, key, row)
+                    dropped = history_dropped(seq, history_max)
+                    if dropped is not None:
+                        put(HISTORY, history_keys([player], [dropped])[0], None)
 
     def league_players(self, league: str, system: RatingSystem) -> list[tuple[str, PlayerRecord]]:
         prefix = league_prefix(league)

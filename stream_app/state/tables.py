@@ -6,6 +6,9 @@ these prefixes.
 
 from __future__ import annotations
 
+import struct
+from itertools import repeat
+from operator import add
 from typing import Any
 
 import orjson
@@ -50,6 +53,9 @@ def store_key(table: str, key: bytes) -> bytes:
     return TABLE_PREFIX[table] + key
 
 
+KEY_SEP = SEP.encode()  # between a league and the rest of a key
+
+
 def player_key(league: str, player: str) -> bytes:
     return f"{league}{SEP}{player}".encode()
 
@@ -73,7 +79,17 @@ def history_prefix(league: str, player: str) -> bytes:
 
 def history_key(league: str, player: str, seq: int) -> bytes:
     """Big-endian, so a player's entries sort by seq."""
-    return history_prefix(league, player) + seq.to_bytes(8, "big")
+    return history_prefix(league, player) + _SEQ.pack(seq)
+
+
+def history_keys(players: list[bytes], seqs: list[int]) -> list[bytes]:
+    """`history_key` of each player (their key in the players table, player_key) and seq:
+    a player's key and the separator are their history's prefix. By map: a match's
+    history keys take no call a player."""
+    return list(map(add, map(add, players, repeat(KEY_SEP)), map(_SEQ.pack, seqs)))
+
+
+_SEQ = struct.Struct(">Q")
 
 
 def seq_of(key: bytes) -> int:
@@ -148,9 +164,6 @@ class PlayerCodec:
 
     def decode(self, key: bytes, raw: bytes) -> PlayerRecord:
         return record_of(orjson.loads(raw), self.config.system_for(league_of(key)))
-
-
-KEY_SEP = SEP.encode()  # between a league and the rest of a key
 
 
 def league_of(key: bytes) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
+from itertools import repeat
+from typing import Callable, cast
 
 import orjson
 
@@ -17,7 +18,7 @@ from ..apply import apply, apply_match
 from ..engine import Match
 from ..inputs import BadEvent, parse_input
 from ..leagues import IN_ORDER, LeagueConfig
-from ..published import dead_letter, events_of
+from ..published import dead_letter, events_of, rating_changed_events
 from ..rating.applied import Applied, SeasonStarted
 from ..rating.errors import DuplicateMatch
 from ..rerate import Rerated, proceed
@@ -57,10 +58,9 @@ class RecordHandler:
     def handle(self, state: PartitionTransaction, topic: str, partition: int, offset: int,
                key: bytes | None, value: bytes | None) -> Outcome:
         outcome = Outcome()
-        if state.already_applied(topic, offset):
+        if not state.take_offset(topic, offset):
             outcome.redelivered = True
             return outcome
-        state.note_offset(topic, offset)
         payload = value if value is not None else b""
         saved = False  # whether this record's savepoint is set: a refusal before it has nothing to undo
         try:
@@ -77,18 +77,18 @@ class RecordHandler:
                 return outcome
             # A result appended at the end of its league writes only once every check has
             # passed and it is rated: nothing to undo. Anything else may fail half way.
-            state.savepoint(journal=not isinstance(item, Match) or self._in_order(league))
+            state.savepoint(journal=type(item) is not Match or self._in_order(league))
             saved = True
             done = apply(self.config, self._leagues(state), item, self.rerate_part)
-            if isinstance(done, SeasonStarted):
+            if type(done) is SeasonStarted:  # (type, not isinstance: exact classes, once a match)
                 outcome.season = done
                 self._publish(done, outcome)
-            elif isinstance(done, Applied):
+            elif type(done) is Applied:
                 outcome.season = done.season  # (a season its time started, before the result)
                 outcome.applied = done
                 self._publish(done, outcome)
             else:
-                self._rerated(league, done, outcome)
+                self._rerated(league, cast("Rerated | None", done), outcome)
         except BadEvent as exc:
             if saved:
                 state.rollback()
@@ -107,9 +107,10 @@ class RecordHandler:
 
     def _in_order(self, league: str) -> bool:
         """Whether the league places late results in time order (they can re-rate it)."""
-        found = self.in_order.get(league)
-        if found is None:
-            found = self.in_order[league] = self.config.options_for(league).late_results == IN_ORDER
+        in_order = self.in_order
+        if league in in_order:  # (`in`, not get: once a match)
+            return in_order[league]
+        found = in_order[league] = self.config.options_for(league).late_results == IN_ORDER
         return found
 
     def proceed(self, state: PartitionTransaction, league: str) -> Outcome:
@@ -127,9 +128,17 @@ class RecordHandler:
         return outcome
 
     def _publish(self, done: Applied | SeasonStarted | Rerated, outcome: Outcome) -> None:
-        league = done.match.league if isinstance(done, Applied) else done.league
-        events = events_of(done, self.config.system_for(league))
-        outcome.outputs.extend(Output("change", league.encode(), _encode(event)) for event in events)
+        if type(done) is Applied and done.season is None:  # (once a match: no system needed)
+            league = done.match.league
+            events = rating_changed_events(done.algorithm, done.match, done.changes, done.tiers)
+        else:
+            league = done.match.league if isinstance(done, Applied) else done.league
+            events = events_of(done, self.config.system_for(league))
+        # By map, not a call an event. Each event's JSON is copied out: orjson's result
+        # keeps the whole block it was written in, and the worker holds a batch's outputs
+        # until the broker has them; a copy of the exact size is cheaper than thousands of such blocks.
+        outcome.outputs += map(Output, repeat("change"), repeat(league.encode()),
+                               map(bytes, map(memoryview, map(orjson.dumps, events))))  # type: ignore[arg-type]
 
     def _rerated(self, league: str, done: Rerated | None, outcome: Outcome) -> None:
         if done is None:
@@ -165,7 +174,8 @@ class RecordHandler:
         return self._leagues(state).rerating
 
     def _leagues(self, state: PartitionTransaction) -> PartitionLeagues:
-        leagues = self.leagues.get(state.partition)
+        by_partition = self.leagues
+        leagues = by_partition[state.partition] if state.partition in by_partition else None  # (once a match)
         if leagues is None or leagues.state is not state:  # (not taken up: a bench, a test)
             leagues = self.leagues[state.partition] = PartitionLeagues(state, self.config, {})
         return leagues
@@ -173,13 +183,6 @@ class RecordHandler:
 
 def is_duplicate(error: BadEvent) -> bool:
     return isinstance(error, DuplicateMatch)
-
-
-def _encode(event: dict) -> bytes:
-    """orjson.dumps, copied out: orjson's result keeps the whole block it was written
-    in, and the worker holds a batch's outputs until the broker has them; a copy of
-    the exact size is cheaper than thousands of such blocks."""
-    return bytes(memoryview(orjson.dumps(event)))
 
 
 def _detached(error: BadEvent) -> BadEvent:

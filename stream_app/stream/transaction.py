@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from itertools import compress, islice
+from itertools import compress, islice, repeat
 from operator import add, call, itemgetter
 from typing import Any, Callable, Iterable, NamedTuple
 
@@ -125,11 +125,9 @@ class PartitionTransaction:
     def get_many(self, table: str, keys: list[bytes]) -> list[Any]:
         overlay = self.overlay
         read = self.cache if table in self.tables.cached else self.reads
-        found = []
-        for key in keys:  # `get`'s steps, without a call a key on a hit
-            item = (table, key)
-            found.append(overlay[item] if item in overlay else read[item] if item in read else self._read(item))
-        return found
+        # `get`'s steps, without a call a key on a hit.
+        return [overlay[item] if item in overlay else read[item] if item in read else self._read(item)
+                for item in zip(repeat(table), keys)]
 
     def committed_value(self, item: tuple[str, bytes]) -> Any:
         """The value of a (table, key) as of the last checkpoint (None: none)."""
@@ -221,7 +219,18 @@ class PartitionTransaction:
         return found if limit is None else found[:limit]
 
     def already_applied(self, topic: str, offset: int) -> bool:
-        return self.checkpoint.applied(topic, offset) or offset <= self.offsets.get(topic, -1)
+        """Whether the input record at `offset` was applied: by the checkpoint, or in this batch."""
+        committed, offsets = self.checkpoint.offsets, self.offsets
+        # (`in`, not get: `take_offset` runs once a match)
+        return (topic in committed and offset <= committed[topic]) or (topic in offsets and offset <= offsets[topic])
+
+    def take_offset(self, topic: str, offset: int) -> bool:
+        """Whether the input record at `offset` is new (not `already_applied`); a new one
+        is noted as the batch's (`note_offset`)."""
+        if self.already_applied(topic, offset):
+            return False
+        self.offsets[topic] = offset
+        return True
 
     def next_offset(self, topic: str) -> int | None:
         """The next input offset this partition expects from `topic` (None: no record yet)."""

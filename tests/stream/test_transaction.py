@@ -50,8 +50,12 @@ def test_offsets_at_or_below_the_checkpoint_are_applied_and_the_next_one_is_expe
     assert state.next_offset(TOPIC) == 42 and state.next_offset("other") is None
     state.note_offset(TOPIC, 42)
     assert state.already_applied(TOPIC, 42) and state.next_offset(TOPIC) == 43
+    # take_offset: a record is taken once, and not at or below the checkpoint or the batch's last.
+    assert not state.take_offset(TOPIC, 41) and not state.take_offset(TOPIC, 42)
+    assert state.take_offset(TOPIC, 44) and not state.take_offset(TOPIC, 44) and not state.take_offset(TOPIC, 43)
+    assert state.take_offset("other", 0) and state.already_applied("other", 0)
     _, _, after, _ = state.checkpoint_writes()
-    assert after.offsets == {TOPIC: 42}
+    assert after.offsets == {TOPIC: 44, "other": 0}
 
 
 def test_a_rollback_undoes_the_writes_since_the_savepoint_and_the_changelog_gets_what_stands():
