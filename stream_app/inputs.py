@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from itertools import repeat
-from operator import methodcaller
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -201,7 +200,7 @@ def _fast_match(doc: Any) -> Match | None:
         # Teams and partial play take the general path (its rules are longer).
         if type(person) is not dict or "team" in person or "weight" in person:
             return None
-    players = list(map(_PLAYER, people))
+    players = [person.get("player") for person in people]
     try:
         joined = "\n".join(players)
     except TypeError:  # a player that is not a string
@@ -209,8 +208,8 @@ def _fast_match(doc: Any) -> Match | None:
     # A newline inside an id would split it in two: count them first.
     if joined.count("\n") != n - 1 or not _IDS.match(joined + "\n") or len(set(players)) != n:
         return None
-    ranks: Any = list(map(_RANK, people))
-    scores = list(map(_SCORE, people))
+    ranks: Any = [person.get("rank", _MISSING) for person in people]
+    scores = [person.get("score", _MISSING) for person in people]
     rank_types = set(map(type, ranks))
     score_types = set(map(type, scores))
     if not score_types <= _SCORE_TYPES:
@@ -249,10 +248,6 @@ def _fast_match(doc: Any) -> Match | None:
 
 
 _MISSING_TYPE = type(_MISSING)
-# A participant's fields (_MISSING: absent), read by map: no call a participant.
-_PLAYER = methodcaller("get", "player")
-_RANK = methodcaller("get", "rank", _MISSING)
-_SCORE = methodcaller("get", "score", _MISSING)
 _INT_ONLY = {int}
 _MISSING_ONLY = {_MISSING_TYPE}
 _SCORE_TYPES = {int, float, _MISSING_TYPE}

@@ -7,13 +7,11 @@ from __future__ import annotations
 import base64
 import hashlib
 from datetime import datetime, timezone
-from functools import partial
-from operator import methodcaller
 from typing import Any, Iterable
 
 import orjson
 
-from .engine import Match, PlayerState, RatingChange, RatingSystem
+from .engine import Match, Participant, PlayerState, RatingChange, RatingSystem
 from .inputs import SEP, BadEvent, format_time
 from .rating.applied import Applied, SeasonStarted
 from .rating.records import Tiers
@@ -25,21 +23,9 @@ MAX_DEAD_LETTER_BYTES = 1_000_000  # a dead letter's payload is cut to fit (payl
 def event_id(league: str, match_id: str, player: str, revision: int | None = None) -> str:
     """Deterministic: a redelivered rating change has the same id. A correction's
     also names the league's re-rate count (a match can be corrected twice)."""
-    return event_ids(league, match_id, [player], revision)[0]
-
-
-def event_ids(league: str, match_id: str, players: list[str], revision: int | None = None) -> list[str]:
-    """`event_id` of each player: the hash of the league, the match, the player (and
-    the revision), by map over the players (a match's events take no call a player)."""
     # SEP cannot occur in ids, so distinct tuples never collide by concatenation.
-    head = f"{league}{SEP}{match_id}{SEP}"
-    tail = "" if revision is None else f"{SEP}{revision}"
-    texts = [f"{head}{player}{tail}" for player in players]
-    return list(map(_HEX, map(_ID_HASH, map(str.encode, texts))))
-
-
-_ID_HASH = partial(hashlib.blake2b, digest_size=16)
-_HEX = methodcaller("hexdigest")
+    text = f"{league}{SEP}{match_id}{SEP}{player}" + ("" if revision is None else f"{SEP}{revision}")
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def events_of(done: Applied | SeasonStarted | Rerated, system: RatingSystem) -> list[dict[str, Any]]:
@@ -122,38 +108,49 @@ def season_reset_events(algorithm: str, league: str, season: str, start: float,
 def rating_changed_events(algorithm: str, match: Match, changes: list[RatingChange],
                           tiers: list[Tiers] | None = None) -> list[dict[str, Any]]:
     """The rating-changed event of each participant's change, in participant order
-    (with each one's tiers before and after, in a league with tiers). Built column by
-    column: the fields every event has in one comprehension, then the rest."""
-    league, match_id = match.league, match.match_id
-    people = match.participants
-    ids = event_ids(league, match_id, [change.player for change in changes])
-    events = [{"schema": "rating-changed.v1", "event_id": id_, "league": league, "match_id": match_id,
-               "player": change.player, "algorithm": algorithm, "rank": participant.rank,
-               "rating_before": change.before.rating, "rating_after": change.after.rating,
-               "delta": change.after.rating - change.before.rating, "matches": change.after.matches}
-              for participant, change, id_ in zip(people, changes, ids)]
-    if match.time is not None:
-        occurred_at = format_time(match.time)
-        for event in events:
-            event["occurred_at"] = occurred_at
-    for event, participant, change in zip(events, people, changes):
-        if participant.team is not None:
-            event["team"] = participant.team
-        if participant.weight != 1.0:
-            event["weight"] = participant.weight
-        # The base class's public() is just rating and matches, already above: skip the call.
-        after = change.after
-        if type(after).public is not PlayerState.public:
-            for key, value in after.public().items():
-                if key not in ("rating", "matches"):
-                    event[key] = value
-        extras = change.extras
-        if extras:
-            event.update(extras)
+    (with each one's tiers before and after, in a league with tiers)."""
+    occurred_at = format_time(match.time) if match.time is not None else None
+    events = [
+        _rating_changed(algorithm, match, participant, change, occurred_at)
+        for participant, change in zip(match.participants, changes)
+    ]
     if tiers is not None:
-        for event, (before, after_tier) in zip(events, tiers):
-            event["tier_before"], event["tier_after"] = before, after_tier
+        for event, (before, after) in zip(events, tiers):
+            event["tier_before"], event["tier_after"] = before, after
     return events
+
+
+def _rating_changed(
+    algorithm: str, match: Match, participant: Participant, change: RatingChange, occurred_at: str | None
+) -> dict[str, Any]:
+    before = change.before
+    after = change.after
+    event: dict[str, Any] = {
+        "schema": "rating-changed.v1",
+        "event_id": event_id(match.league, match.match_id, change.player),
+        "league": match.league,
+        "match_id": match.match_id,
+        "player": change.player,
+        "algorithm": algorithm,
+        "rank": participant.rank,
+        "rating_before": before.rating,
+        "rating_after": after.rating,
+        "delta": after.rating - before.rating,
+        "matches": after.matches,
+    }
+    if occurred_at is not None:
+        event["occurred_at"] = occurred_at
+    if participant.team is not None:
+        event["team"] = participant.team
+    if participant.weight != 1.0:
+        event["weight"] = participant.weight
+    # The base class's public() is just rating and matches, already above: skip the call.
+    if type(after).public is not PlayerState.public:
+        for key, value in after.public().items():
+            if key not in ("rating", "matches"):
+                event[key] = value
+    event.update(change.extras)
+    return event
 
 
 def dead_letter(error: BadEvent, payload: bytes | str | dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:

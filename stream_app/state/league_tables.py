@@ -6,8 +6,6 @@ backend of the storage port (state/base.py `Storage`): the stream's transaction
 
 from __future__ import annotations
 
-from itertools import repeat
-from operator import add
 from typing import AbstractSet, Any, Sequence
 
 import orjson
@@ -65,7 +63,7 @@ class PartitionLeagues:
     def player_records(self, league: str, names: Sequence[str], system: RatingSystem) -> list[PlayerRecord | None]:
         known = self.league_keys
         prefix = (known[league] if league in known else self._league_keys(league))[1]
-        keys = list(map(add, repeat(prefix), map(str.encode, names)))
+        keys = [prefix + name.encode() for name in names]
         self.keys = dict(zip(names, keys))
         return self.state.get_many(PLAYERS, keys)
 

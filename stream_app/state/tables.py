@@ -7,8 +7,6 @@ these prefixes.
 from __future__ import annotations
 
 import struct
-from itertools import repeat
-from operator import add
 from typing import Any
 
 import orjson
@@ -84,9 +82,8 @@ def history_key(league: str, player: str, seq: int) -> bytes:
 
 def history_keys(players: list[bytes], seqs: list[int]) -> list[bytes]:
     """`history_key` of each player (their key in the players table, player_key) and seq:
-    a player's key and the separator are their history's prefix. By map: a match's
-    history keys take no call a player."""
-    return list(map(add, map(add, players, repeat(KEY_SEP)), map(_SEQ.pack, seqs)))
+    a player's key and the separator are their history's prefix."""
+    return [player + KEY_SEP + _SEQ.pack(seq) for player, seq in zip(players, seqs)]
 
 
 _SEQ = struct.Struct(">Q")

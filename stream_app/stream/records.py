@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Callable, cast
 
 import orjson
@@ -134,11 +133,11 @@ class RecordHandler:
         else:
             league = done.match.league if isinstance(done, Applied) else done.league
             events = events_of(done, self.config.system_for(league))
-        # By map, not a call an event. Each event's JSON is copied out: orjson's result
-        # keeps the whole block it was written in, and the worker holds a batch's outputs
-        # until the broker has them; a copy of the exact size is cheaper than thousands of such blocks.
-        outcome.outputs += map(Output, repeat("change"), repeat(league.encode()),
-                               map(bytes, map(memoryview, map(orjson.dumps, events))))  # type: ignore[arg-type]
+        # Each event's JSON is copied out: orjson's result keeps the whole block it was
+        # written in, and the worker holds a batch's outputs until the broker has them; a
+        # copy of the exact size is cheaper than thousands of such blocks.
+        key = league.encode()
+        outcome.outputs += [Output("change", key, bytes(memoryview(orjson.dumps(event)))) for event in events]
 
     def _rerated(self, league: str, done: Rerated | None, outcome: Outcome) -> None:
         if done is None:
