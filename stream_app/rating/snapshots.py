@@ -27,7 +27,9 @@ def records_after(time: float | None, boundary: int, changes: list[RatingChange]
         if record is None:
             records.append(PlayerRecord(change.after, time, boundary, boundary))
             continue
-        if needs_snapshot(boundary, record.snap):
+        # (`boundary and`: before the first boundary no row is kept, and the call is skipped,
+        # once a participant)
+        if boundary and needs_snapshot(boundary, record.snap):
             snapshots.append((change.player, record))
         records.append(PlayerRecord(change.after, record.last_time if time is None else time, boundary, record.since,
                                     change.after.matches if season_start else record.base))

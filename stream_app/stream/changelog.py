@@ -136,6 +136,11 @@ class Checkpoint:
     # (what a take-up from it derives again), and the rows of the packed records among them.
     entries: int = 0
     rows: int = 0
+    # Kept locally only, while this owner's base is open: its opening mark's offset, and the
+    # entries and rows committed up to its batch. A take-up from this checkpoint (inside the
+    # base, past its opening) that reads the base's end counts from there, not from the start
+    # before it.
+    opened: tuple[int, int, int] | None = None
 
     def applied(self, topic: str, offset: int) -> bool:
         return offset <= self.offsets.get(topic, -1)
@@ -143,7 +148,7 @@ class Checkpoint:
     def encode(self) -> bytes:
         return orjson.dumps({"epoch": self.epoch, "batch": self.batch, "offsets": self.offsets,
                              "changelog": self.changelog, "fingerprints": self.fingerprints, "base": self.base,
-                             "entries": self.entries, "rows": self.rows})
+                             "entries": self.entries, "rows": self.rows, "opened": self.opened})
 
     @classmethod
     def decode(cls, raw: bytes | None) -> "Checkpoint":
@@ -151,7 +156,8 @@ class Checkpoint:
             return cls()
         doc = orjson.loads(raw)
         return cls(doc["epoch"], doc["batch"], dict(doc["offsets"]), doc["changelog"], dict(doc.get("fingerprints", {})),
-                   base=doc.get("base", -1), entries=doc.get("entries", 0), rows=doc.get("rows", 0))
+                   base=doc.get("base", -1), entries=doc.get("entries", 0), rows=doc.get("rows", 0),
+                   opened=None if doc.get("opened") is None else tuple(doc["opened"]))
 
 
 def input_fingerprint(timestamp: int | None, key: bytes | None, value: bytes | None) -> int:
@@ -449,6 +455,7 @@ class ChangelogRule:
                 return
             self._abandon_start(epoch)
             self._abandon_base(epoch)
+            self.checkpoint = replace(current, opened=None)  # (its writer's base ends with its epoch)
             self._accept(offset, epoch, current.batch, current.offsets, current.fingerprints, ours=0)
         elif kind == CHECKPOINT:
             if epoch < current.epoch or (epoch == current.epoch and batch <= current.batch):
@@ -462,10 +469,17 @@ class ChangelogRule:
                 completed = True
                 self.records, self.wipe, self.start, self.pending = [], True, None, 0
                 self.waiting = [waiting for waiting in self.waiting if waiting[:2] >= start]
-                self.checkpoint = replace(current, base=self.start_at, entries=0)
+                self.checkpoint = replace(current, base=self.start_at, entries=0, opened=None)
             else:
                 self._abandon_start(epoch)
-                if base >= 0:
+                opened = current.opened
+                if opened is not None and base == opened[0] and base != current.base:
+                    # The base this reader's checkpoint is inside ended (its end mark came before
+                    # this checkpoint, dropped above: its opening is behind this reader): what
+                    # the changelog holds past it is what was committed since its opening.
+                    self.checkpoint = replace(current, base=base, entries=current.entries - opened[1],
+                                              rows=current.rows - opened[2], opened=None)
+                elif base >= 0:
                     self.checkpoint = replace(current, base=base)
             self._abandon_base(epoch)
             self._accept(offset, epoch, batch, offsets, fingerprints, ours=batch)
@@ -504,7 +518,7 @@ class ChangelogRule:
             self.records, self.wipe, self.table = [*self.base_rows, *self.since_base], True, len(self.base_rows)
             entries = sum(kind == ENTRY for kind, _ in self.since_base)
             rows = sum(packed_count(payload) for kind, payload in self.since_base if kind in PACKED)
-            self.checkpoint = replace(current, base=self.base_at, entries=entries, rows=rows)
+            self.checkpoint = replace(current, base=self.base_at, entries=entries, rows=rows, opened=None)
             self.pending = len(self.since_base) + rows
             self.base, self.base_rows, self.since_base = None, [], []
         else:

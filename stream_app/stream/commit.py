@@ -385,6 +385,7 @@ class Committer:
         at = await self._send(state, [base_record(before.epoch, before.batch)])
         self._bases[state.partition] = _OpenBase(state, at, before.batch, records, writer, before.entries, before.rows,
                                                  time.perf_counter())
+        state.checkpoint = replace(state.checkpoint, opened=(at, before.entries, before.rows))
 
     def _base_part(self, state: PartitionTransaction, most: int | None) -> tuple[list[tuple[bytes, bytes]], Any]:
         """The next `most` packed records of the partition's open base (None: all of them),
@@ -402,7 +403,7 @@ class Committer:
         part.append(base_end_record(base.writer.epoch, base.batch))
         del self._bases[state.partition]
         state.checkpoint = replace(state.checkpoint, base=base.at, entries=state.checkpoint.entries - base.entries,
-                                   rows=state.checkpoint.rows - base.rows)
+                                   rows=state.checkpoint.rows - base.rows, opened=None)
         return part, base
 
     @property

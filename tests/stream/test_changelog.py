@@ -491,3 +491,34 @@ def test_a_base_record_the_producer_sent_twice_is_taken_once():
         keys = [key for kind, payload in records if kind == ZROWS for key, _ in packed_rows(kind, payload)]
         assert wipe and keys == [key for key, _ in state] and rule.copies == 1
         assert rows_of(records)[b"pk00"] == 100 and checkpoint.base == 3
+
+
+def test_a_reader_from_inside_a_base_counts_from_its_opening_when_it_ends():
+    """The owner's local checkpoint is past a base's opening (the base still open) and it
+    dies after sending the batch that ended the base but before storing its checkpoint: a
+    take-up from that checkpoint reads the end, whose opening is behind it. What the
+    changelog holds past the last start is then what was committed since the opening (the
+    checkpoint keeps the counts at the opening), not since the start before it."""
+    def rows(epoch: int, batch: int, *keys: bytes) -> tuple[bytes, bytes]:
+        return next(RecordWriter(epoch, batch, first=next(_PLACES)).packed(iter([(k, j(1)) for k in keys])))
+
+    log = [fence_record(1), rows(1, 1, b"pa", b"pb"), checkpoint_record(1, 1, {TOPIC: 0}),
+           rows(1, 2, b"pc"), checkpoint_record(1, 2, {TOPIC: 1})]
+    base_at = len(log)
+    base_rows = list(RecordWriter(1, 2, first=BASE_ROWS_FIRST).packed(iter([(b"pa", j(1)), (b"pb", j(1))])))
+    log += [base_record(1, 2), rows(1, 3, b"pd"), checkpoint_record(1, 3, {TOPIC: 2})]  # a commit with no part
+    inside = Checkpoint(1, 3, {TOPIC: 2}, changelog=len(log) - 1, rows=4, opened=(base_at, 0, 3))
+    log += [*base_rows, base_end_record(1, 2), rows(1, 4, b"pe", b"pf"), checkpoint_record(1, 4, {TOPIC: 3}, base=base_at)]
+    # The whole log, read by the rule: rows since the base's opening (pd, pe, pf).
+    _, whole, _ = read(log)
+    assert (whole.base, whole.rows, whole.opened) == (base_at, 3, None)
+    # From the owner's checkpoint inside the base (kept in its store, as stored).
+    stored = Checkpoint.decode(inside.encode())
+    assert stored.opened == (base_at, 0, 3)
+    _, after, fenced = read(log[inside.changelog + 1:], stored)
+    assert (after.base, after.rows, after.opened) == (base_at, 3, None)
+    assert fenced == len(base_rows) + 1  # the base's rows and end: its opening is behind this reader
+    # A fence of a newer epoch ends the base's writer: a checkpoint naming the base later
+    # cannot come, and what is kept of the opening goes.
+    _, fenced_first, _ = read([fence_record(2)], stored)
+    assert fenced_first.opened is None and fenced_first.rows == 4

@@ -26,7 +26,7 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
-from stream_app.stream.changelog import (BASE, BASE_END, BASE_ROWS_FIRST, CHECKPOINT, DATA_START, START, ZROWS,
+from stream_app.stream.changelog import (BASE, BASE_END, BASE_ROWS_FIRST, CHECKPOINT, DATA_START, FENCE, START, ZROWS,
                                          ChangelogRule, Checkpoint, checkpoint_payload, checkpoint_record, fence_record,
                                          mark_of,
                                          packed_count, packed_rows)
@@ -832,6 +832,12 @@ async def test_a_base_is_written_between_the_batches_after_it_and_every_reader_e
     taken_while_open = 0
     while batch := next_batch(worker, log, rng) or next_batch(worker, log, rng):
         await worker.apply_batch(batch)
+        for p in log:  # a checkpoint stored past an open base's opening keeps where it is
+            stored, opening = store.checkpoint(p), open_base_at(broker, p)
+            if opening is not None and stored.changelog > opening:
+                assert stored.opened is not None and stored.opened[0] == opening
+            elif opening is None:
+                assert stored.opened is None
         open_now = [p for p in log if since_open_base(broker, p)]
         if open_now and taken_while_open < 2:  # an empty directory takes the partition up now
             taken_while_open += 1
@@ -867,6 +873,19 @@ async def test_a_base_is_written_between_the_batches_after_it_and_every_reader_e
     await reader.take_up(list(log))
     for p in log:
         assert tables_of(empty, p) == tables_of(store, p)
+
+
+def open_base_at(broker: MemoryBroker, partition: int) -> int | None:
+    """The offset of the partition's open base's opening (None: none open; a base ends with
+    its end mark, or with its writer's epoch)."""
+    opening = epoch_of = None
+    for offset, _, value in broker.records(CHANGELOG, partition):
+        kind, epoch, _ = mark_of(value)
+        if kind == BASE:
+            opening, epoch_of = offset, epoch
+        elif kind == BASE_END or (kind == FENCE and epoch_of is not None and epoch > epoch_of):
+            opening = epoch_of = None
+    return opening
 
 
 def tables_of(store: LocalStore, partition: int) -> dict[bytes, bytes]:
