@@ -19,8 +19,8 @@ from ..rating.records import ABSENT, VOIDED, Entry, PlayerRecord
 from ..rating.season_step import store_seasons
 from ..rating.tiers import build_standings
 from .tables import (BOUNDARIES, FINALS, HISTORY, JOBS, LEAGUES, LOG, MATCHES, PLAYERS, SEASONS, SNAPSHOTS, WORKING,
-                     boundary_key, final_key, history_key, history_keys, league_prefix, log_key, match_key, player_key, record_of,
-                     prefix_end, season_key, snapshot_key)
+                     boundary_key, final_key, history_key, history_keys, league_prefix, log_key, match_key, player_key,
+                     record_of, prefix_end, season_key, snapshot_key)
 from .base import Storage
 
 

@@ -508,7 +508,8 @@ def test_a_reader_from_inside_a_base_counts_from_its_opening_when_it_ends():
     base_rows = list(RecordWriter(1, 2, first=BASE_ROWS_FIRST).packed(iter([(b"pa", j(1)), (b"pb", j(1))])))
     log += [base_record(1, 2), rows(1, 3, b"pd"), checkpoint_record(1, 3, {TOPIC: 2})]  # a commit with no part
     inside = Checkpoint(1, 3, {TOPIC: 2}, changelog=len(log) - 1, rows=4, opened=(base_at, 0, 3))
-    log += [*base_rows, base_end_record(1, 2), rows(1, 4, b"pe", b"pf"), checkpoint_record(1, 4, {TOPIC: 3}, base=base_at)]
+    log += [*base_rows, base_end_record(1, 2), rows(1, 4, b"pe", b"pf"),
+            checkpoint_record(1, 4, {TOPIC: 3}, base=base_at)]
     # The whole log, read by the rule: rows since the base's opening (pd, pe, pf).
     _, whole, _ = read(log)
     assert (whole.base, whole.rows, whole.opened) == (base_at, 3, None)
