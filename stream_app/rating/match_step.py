@@ -44,8 +44,7 @@ def apply_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], match
             record = season.record
     found = state.player_records(match.league, [participant.player for participant in match.participants], system)
     prior = [None if player is None else player.state for player in found]
-    # (Not prior.count(None): that compares each state with None through its dataclass __eq__.)
-    newcomers = [known is None for known in prior].count(True)
+    newcomers = prior.count(None)
     before = [system.initial_state() if known is None else known for known in prior] if newcomers else prior
     if outcome is None:
         if len(before) < LARGE_ROUND:

@@ -69,7 +69,6 @@ import random
 import struct
 import zlib
 from dataclasses import dataclass, field, replace
-from itertools import islice
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -102,7 +101,6 @@ _ZLIB_LEVEL = 1
 # About the bytes of a packed record before compression: a base of a million keys is a few
 # hundred records (each a producer call), far below Kafka's 1 MiB bound on a record.
 PACK_BYTES = 256 * 1024
-_PACK_CHUNK = 16_384  # rows measured at once (a base's or a write-back's come from a scan)
 DATA_START = 1 + _MARK_HEAD.size  # where a data record's payload starts
 # A mark's key is its own too: a zero byte, its kind, its epoch, and its batch (a fence: a
 # random number). A mark that shared its key with a later one would be removed by the log
@@ -203,49 +201,29 @@ class RecordWriter:
 
     def packed(self, rows: Iterable[tuple[bytes, bytes | None]]) -> Iterator[tuple[bytes, bytes]]:
         """Rows (None: the key deleted) as compressed packed records of about PACK_BYTES each
-        before compression, in the order given; `rows_packed` counts them. A record ends with
-        the row that brings it to PACK_BYTES. The rows are measured a chunk at a time, with
-        NumPy: a batch's are packed here (a loop body a row made 18 of a match's calls)."""
-        source = iter(rows)
+        before compression, in the order given; `rows_packed` counts them."""
         keys: list[bytes] = []
         values: list[bytes | None] = []
-        while True:
-            chunk = list(islice(source, _PACK_CHUNK))
-            if chunk:
-                more_keys, more_values = zip(*chunk)
-                keys += more_keys
-                values += more_values
-            elif not keys:
-                return
-            # The bytes up to and including each row; the first row whose sum reaches
-            # PACK_BYTES (from the record's first row) ends the record.
-            stored = [b"" if value is None else value for value in values]
-            ends = np.cumsum(np.fromiter(map(len, keys), np.int64, len(keys))
-                             + np.fromiter(map(len, stored), np.int64, len(stored)) + _PACKED_LENGTHS.itemsize)
-            first = 0
-            while True:
-                last = int(np.searchsorted(ends, (ends[first - 1] if first else 0) + PACK_BYTES))
-                if last >= len(keys):
-                    break
-                yield self._packed_record(keys[first:last + 1], values[first:last + 1], stored[first:last + 1])
-                first = last + 1
-            keys, values = keys[first:], values[first:]
-            if not chunk:  # the source is done: what is left is the last record
-                if keys:
-                    yield self._packed_record(keys, values, stored[first:])
-                return
+        size = 0
+        row_bytes = _PACKED_LENGTHS.itemsize
+        for key, value in rows:
+            keys += (key,)  # (not append: a batch's rows are packed here, and the calls a match makes are counted)
+            values += (value,)
+            size += row_bytes + len(key) + (0 if value is None else len(value))
+            if size >= PACK_BYTES:
+                yield self._packed_record(keys, values)
+                keys, values, size = [], [], 0
+        if keys:
+            yield self._packed_record(keys, values)
 
-    def _packed_record(self, keys: list[bytes], values: list[bytes | None],
-                       stored: list[bytes]) -> tuple[bytes, bytes]:
-        """`stored`: the values with b"" for a deletion."""
+    def _packed_record(self, keys: list[bytes], values: list[bytes | None]) -> tuple[bytes, bytes]:
         count = len(keys)
         lengths = np.empty(count, _PACKED_LENGTHS)
-        lengths["key"] = np.fromiter(map(len, keys), np.int64, count)
-        lengths["value"] = np.fromiter(map(len, stored), np.int64, count)
-        if None in values:
-            lengths["value"][np.array([value is None for value in values])] = _DELETED
-        parts: list[bytes] = [lengths.tobytes()] * (2 * count + 1)
-        parts[1::2], parts[2::2] = keys, stored
+        lengths["key"] = list(map(len, keys))
+        lengths["value"] = [_DELETED if value is None else len(value) for value in values]
+        parts = [lengths.tobytes()]
+        for key, value in zip(keys, values):
+            parts += (key, value or b"")
         self.rows_packed += count
         body = zlib.compress(b"".join(parts), _ZLIB_LEVEL)
         return self._key(), b"".join((b"Q", self.head, _PACKED_COUNT.pack(count), body))

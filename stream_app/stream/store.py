@@ -117,13 +117,11 @@ class LocalStore:
             self._ingest(partition, ((key, rows[key]) for key in sorted(rows)), checkpoint)
             return
         batch = WriteBatch(raw_mode=True)
-        if None in rows.values():
-            for key in [key for key, value in rows.items() if value is None]:
+        for key, value in rows.items():
+            if value is None:
                 batch.delete(key)
-            rows = {key: value for key, value in rows.items() if value is not None}
-        # Put by map, not a loop body a row: a batch writes a few rows a match.
-        for _ in map(batch.put, rows.keys(), rows.values()):
-            pass
+            else:
+                batch.put(key, value)
         batch.put(CHECKPOINT_KEY, checkpoint.encode())
         self.db(partition).write(batch)
 
