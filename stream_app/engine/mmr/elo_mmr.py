@@ -276,23 +276,24 @@ class EloMmr(EloMmrBase):
 
         new_sig = 1.0 / np.sqrt(sig**-2.0 + beta**-2.0)
 
-        def histories() -> tuple[bytes, list[float], list[float]]:
-            # The new factors into the histories' buffer, and the numbers that
-            # do not depend on the new ratings, as lists: done while a helper
-            # thread starts on the ratings.
+        def histories() -> tuple[list[bytes], list[float], list[float]]:
+            # The new factors into the histories' buffer, each player's history
+            # copied out of it (a slice of the buffer's bytes), and the numbers
+            # that do not depend on the new ratings, as lists: done while a
+            # helper thread starts on the ratings.
             out, last = post.out, post.last
             out[last, 0] = perf
             out[last, 1] = new_a
             out[last, 2] = np.where(small, new_w, new_w / np.where(small, 1.0, scale))
-            return out.tobytes(), new_sig.tolist(), perf.tolist()
+            data = memoryview(out).cast("B")
+            bounds = post.bounds
+            return [bytes(data[b0:b1]) for b0, b1 in zip(bounds, bounds[1:])], new_sig.tolist(), perf.tolist()
 
-        new_mu, (buf, sig_l, perf_l) = self.split_rows(solve, n, len(k_p), histories)
+        new_mu, (history, sig_l, perf_l) = self.split_rows(solve, n, len(k_p), histories)
         gmu_l, gsig_l, scale_l = post.lists
         mu_l = new_mu.tolist()
-        return _build_changes(
-            match.participants, before, mu_l, sig_l, gmu_l, gsig_l, post.bounds, scale_l, perf_l, buf, match.time,
-            p.sig_limit
-        )
+        return _build_changes(match.participants, before, mu_l, sig_l, gmu_l, gsig_l, history, scale_l, perf_l,
+                              match.time, p.sig_limit)
 
 
 def _rank_guess(mu: np.ndarray, lo: np.ndarray) -> np.ndarray:
@@ -306,11 +307,10 @@ def _rank_guess(mu: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return np.interp(0.5 * (lo + hi), np.arange(n), desc)
 
 
-def _build_changes(parts, before, mu_l, sig_l, gmu_l, gsig_l, bounds, scale_l, perf_l, buf, t, sig_limit):
-    """The round's changes: each participant's new state, its history a slice of `buf`.
+def _build_changes(parts, before, mu_l, sig_l, gmu_l, gsig_l, histories, scale_l, perf_l, t, sig_limit):
+    """The round's changes: each participant's new state, with its history (`histories`).
     Built a column at a time (map and comprehensions): a round of thousands spends
     less in the interpreter's loop than with one loop body per participant."""
-    histories = [buf[b0:b1] for b0, b1 in zip(bounds, bounds[1:])]
     matches = [k + 1 for k in map(_MATCHES, before)]
     times = map(_LAST_TIME, before) if t is None else repeat(t)
     after = map(MmrState, mu_l, sig_l, matches, gmu_l, gsig_l, histories, scale_l, times, repeat(sig_limit))
