@@ -140,9 +140,6 @@ class Checkpoint:
     # before it.
     opened: tuple[int, int, int] | None = None
 
-    def applied(self, topic: str, offset: int) -> bool:
-        return offset <= self.offsets.get(topic, -1)
-
     def encode(self) -> bytes:
         return orjson.dumps({"epoch": self.epoch, "batch": self.batch, "offsets": self.offsets,
                              "changelog": self.changelog, "fingerprints": self.fingerprints, "base": self.base,

@@ -62,8 +62,6 @@ def _first(item: tuple) -> Any:
     return item[0]
 
 
-
-
 def _as_stored(table: str, key: bytes, raw: bytes) -> bytes:
     return raw
 
