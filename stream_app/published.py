@@ -11,8 +11,9 @@ from typing import Any, Iterable
 
 import orjson
 
-from .engine import Match, Participant, PlayerState, RatingChange, RatingSystem
+from .engine import Match, Participant, PlayerState, RatingChange
 from .inputs import SEP, BadEvent, format_time
+from .leagues import LeagueConfig
 from .rating.applied import Applied, SeasonStarted
 from .rating.records import Tiers
 from .rerate import Rerated
@@ -28,18 +29,19 @@ def event_id(league: str, match_id: str, player: str, revision: int | None = Non
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def events_of(done: Applied | SeasonStarted | Rerated, system: RatingSystem) -> list[dict[str, Any]]:
+def events_of(done: Applied | SeasonStarted | Rerated, config: LeagueConfig) -> list[dict[str, Any]]:
     """The rating-changed events of what `apply.apply` did (rating.Applied,
-    rating.SeasonStarted or rerate.Rerated) in its league rated by `system`, in the
-    order they are published: a season a result starts comes before the result's own."""
-    if isinstance(done, Applied):  # (the common case first: once per match)
+    rating.SeasonStarted or rerate.Rerated) in its league, in the order they are
+    published: a season a result starts comes before the result's own."""
+    if type(done) is Applied:  # (the common case first, once per match: no rule looked up)
         events = rating_changed_events(done.algorithm, done.match, done.changes, done.tiers)
-        return events if done.season is None else events_of(done.season, system) + events
-    if isinstance(done, SeasonStarted):
+        return events if done.season is None else events_of(done.season, config) + events
+    if type(done) is SeasonStarted:
         return season_reset_events(done.algorithm, done.league, done.season["name"], done.season["start"], done.reset())
     # A player left without a counted match goes back to the initial state.
+    assert isinstance(done, Rerated)
     return correction_events(done.algorithm, done.league, done.match_id, done.revision, done.corrections,
-                             system.initial_state())
+                             config.system_for(done.league).initial_state())
 
 
 def correction_events(algorithm: str, league: str, match_id: str, revision: int,

@@ -100,17 +100,16 @@ class Fenced(Exception):
 
 @dataclass(slots=True)
 class _OpenBase:
-    """A base being written: its opening mark's offset, the batch it is the state of, its
+    """A base being written: its opening mark's offset, the batch it is the state of, and its
     packed records still to send (from a store iterator made at that batch: RocksDB's
-    view as of then), and the entries and packed rows committed up to that batch."""
+    view as of then). The entries and packed rows committed up to that batch are in its
+    transaction's checkpoint (`Checkpoint.opened`)."""
 
     state: Any  # the PartitionTransaction it belongs to: a take-up anew ends it
     at: int
     batch: int
     records: Iterator[tuple[bytes, bytes]]
     writer: RecordWriter
-    entries: int
-    rows: int
     started: float
 
 
@@ -383,8 +382,7 @@ class Committer:
         writer = RecordWriter(before.epoch, before.batch, first=BASE_ROWS_FIRST)
         records = writer.packed(self.store.scan_range(state.partition, b"\x01", b"\xff" * 8))
         at = await self._send(state, [base_record(before.epoch, before.batch)])
-        self._bases[state.partition] = _OpenBase(state, at, before.batch, records, writer, before.entries, before.rows,
-                                                 time.perf_counter())
+        self._bases[state.partition] = _OpenBase(state, at, before.batch, records, writer, time.perf_counter())
         state.checkpoint = replace(state.checkpoint, opened=(at, before.entries, before.rows))
 
     def _base_part(self, state: PartitionTransaction, most: int | None) -> tuple[list[tuple[bytes, bytes]], Any]:
@@ -402,8 +400,11 @@ class Committer:
             return part, None
         part.append(base_end_record(base.writer.epoch, base.batch))
         del self._bases[state.partition]
-        state.checkpoint = replace(state.checkpoint, base=base.at, entries=state.checkpoint.entries - base.entries,
-                                   rows=state.checkpoint.rows - base.rows, opened=None)
+        current = state.checkpoint
+        assert current.opened is not None  # (set by open_base, kept by every checkpoint since)
+        _, entries, rows = current.opened
+        state.checkpoint = replace(current, base=base.at, entries=current.entries - entries, rows=current.rows - rows,
+                                   opened=None)
         return part, base
 
     @property

@@ -17,7 +17,7 @@ from ..apply import apply, apply_match
 from ..engine import Match
 from ..inputs import BadEvent, parse_input
 from ..leagues import IN_ORDER, LeagueConfig
-from ..published import dead_letter, events_of, rating_changed_events
+from ..published import dead_letter, events_of
 from ..rating.applied import Applied, SeasonStarted
 from ..rating.errors import DuplicateMatch
 from ..rerate import Rerated, proceed
@@ -127,12 +127,8 @@ class RecordHandler:
         return outcome
 
     def _publish(self, done: Applied | SeasonStarted | Rerated, outcome: Outcome) -> None:
-        if type(done) is Applied and done.season is None:  # (once a match: no system needed)
-            league = done.match.league
-            events = rating_changed_events(done.algorithm, done.match, done.changes, done.tiers)
-        else:
-            league = done.match.league if isinstance(done, Applied) else done.league
-            events = events_of(done, self.config.system_for(league))
+        league = done.match.league if isinstance(done, Applied) else done.league
+        events = events_of(done, self.config)
         # Each event's JSON is copied out: orjson's result keeps the whole block it was
         # written in, and the worker holds a batch's outputs until the broker has them; a
         # copy of the exact size is cheaper than thousands of such blocks.

@@ -258,5 +258,5 @@ def run(docs: list[dict], config: LeagueConfig) -> tuple[Ledger, list[dict], lis
             continue
         if isinstance(done, Rerated):
             ledger.rerates += 1
-        events += events_of(done, config.system_for(item.league))
+        events += events_of(done, config)
     return ledger, events, refused
