@@ -33,12 +33,13 @@ def apply(config: LeagueConfig, state: LeagueState, item: Match | Void | Correct
     """Apply a match result or a command (what an input record holds). A re-rate
     with a `budget` (participant results per part) may stop after its first part:
     None comes back, and rerate.proceed goes on."""
-    if isinstance(item, Match):
+    if type(item) is Match:  # (exact classes, not isinstance: once a match)
         return apply_match(config, state, item, budget)
     if isinstance(item, Void):
         return void_match(config, state, item, budget)
     if isinstance(item, SeasonStart):
         return start_season(config, state, item)
+    assert isinstance(item, Correction)
     return correct_match(config, state, item, budget)
 
 
@@ -59,8 +60,9 @@ def apply_match(config: LeagueConfig, state: LeagueState, match: Match, budget: 
         if state.placed(league, match.match_id) is not None:
             raise DuplicateMatch(match)
         check_ratable(rule.system, match)
-    arrival = record.get("received", record["matches"])
-    order_time = record.get("order_time")
+    # (`in`, not get: once a match)
+    arrival = record["received"] if "received" in record else record["matches"]
+    order_time = record["order_time"] if "order_time" in record else None
     time = match.time
     if time is None:
         place_time = order_time  # after every result received before it

@@ -151,7 +151,7 @@ def _rating_changed(
         for key, value in after.public().items():
             if key not in ("rating", "matches"):
                 event[key] = value
-    event.update(change.extras)
+    event |= change.extras  # (an operator, not a call: once a participant)
     return event
 
 

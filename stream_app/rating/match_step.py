@@ -31,7 +31,7 @@ def apply_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], match
     system = rule.system
     options = rule.options
     count = record["matches"]
-    boundary, start = record.get("boundary", NO_BOUNDARY)
+    boundary, start = record["boundary"] if "boundary" in record else NO_BOUNDARY  # (`in`, not get: once a match)
     opened = None
     if count - start >= options.snapshot_every:
         boundary, start, opened = boundary + 1, count, record
@@ -59,10 +59,10 @@ def apply_at(rule: LeagueRule, state: ApplyTarget, record: dict[str, Any], match
         changes = [RatingChange(p.player, b, a) for p, b, a in zip(match.participants, before, outcome)]
     after = {**record, "matches": count + 1, "players": record["players"] + newcomers}
     if received is not None:
-        after.update(received)
+        after |= received  # (an operator, not a call: once a match)
     if boundary:
         after["boundary"] = [boundary, start]
-    latest = record.get("latest_time")
+    latest = record["latest_time"] if "latest_time" in record else None
     if match.time is not None and (latest is None or match.time > latest):
         after["latest_time"] = match.time  # the league's latest occurred_at: inactivity counts from it
     history = []

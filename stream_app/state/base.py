@@ -52,8 +52,8 @@ class Storage(Protocol):
         """`get` of each key, in order: one call for a match's players, where a round of
         thousands spends more in the calls than in the reads."""
 
-    def put_many(self, table: str, items: list[tuple[bytes, Any]]) -> None:
-        """`put` of each (key, value), in order; no value is None (no deletes)."""
+    def put_many(self, items: list[tuple[str, bytes, Any]]) -> None:
+        """`put` of each (table, key, value), in order: one call for a match's writes."""
 
     def scan(self, table: str, start: bytes, end: bytes, limit: int | None = None,
              raw: bool = False) -> list[tuple[bytes, Any]]:

@@ -6,6 +6,7 @@ backend of the storage port (state/base.py `Storage`): the stream's transaction
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import AbstractSet, Any, Sequence
 
 import orjson
@@ -35,9 +36,9 @@ class PartitionLeagues:
         # Whether history entries are kept: the worker's API serves them; a replay keeps
         # them with --history only (apply then builds none).
         self.keeps_history = keeps_history
-        # Keys built once: each league's record key and key prefix; the keys of the match
-        # and the players read last (`save` writes them next).
-        self.league_keys: dict[str, tuple[bytes, bytes]] = {}
+        # Built once: each league's record key, key prefix and history_max; the keys of the
+        # match and the players read last (`save` writes them next).
+        self.league_keys: dict[str, tuple[bytes, bytes, int | None]] = {}
         self.match_read: tuple[str, str, bytes] = ("", "", b"")
         self.keys: dict[str, bytes] = {}
         # The standings of the partition's leagues with tiers, kept between batches by the
@@ -46,8 +47,9 @@ class PartitionLeagues:
         self.rerating: set[str] = set()  # leagues whose re-rate is in progress (put_job keeps it)
 
     # -- applying at the end of the log ----------------------------------------------------
-    def _league_keys(self, league: str) -> tuple[bytes, bytes]:
-        keys = self.league_keys[league] = (league.encode(), league_prefix(league))
+    def _league_keys(self, league: str) -> tuple[bytes, bytes, int | None]:
+        keys = self.league_keys[league] = (league.encode(), league_prefix(league),
+                                           self.config.rule_for(league).options.history_max)
         return keys
 
     def league(self, league: str) -> dict[str, Any] | None:
@@ -68,36 +70,38 @@ class PartitionLeagues:
         return self.state.get_many(PLAYERS, keys)
 
     def save(self, applied: Applied) -> None:
+        """The match's writes, in one `put_many` (a boundary's between them, in their order)."""
         match, place = applied.match, applied.place
         league = match.league
-        put = self.state.put
         keys = self.keys
         for name, record in applied.snapshots:
             self.put_snapshot(league, place.boundary, name, record)
         players = [keys[c.player] if c.player in keys else player_key(league, c.player) for c in applied.changes]
-        self.state.put_many(PLAYERS, list(zip(players, applied.records)))
+        writes: list[tuple[str, bytes, Any]] = list(zip(repeat(PLAYERS), players, applied.records))
         known = self.league_keys
-        league_key, prefix = known[league] if league in known else self._league_keys(league)
+        league_key, prefix, history_max = known[league] if league in known else self._league_keys(league)
         if place.new:
             read = self.match_read
             same = read[0] == league and read[1] == match.match_id
-            put(MATCHES, read[2] if same else match_key(league, match.match_id), place.key)
-            put(LOG, prefix + place.key, match)
+            writes += ((MATCHES, read[2] if same else match_key(league, match.match_id), place.key),
+                       (LOG, prefix + place.key, match))
         if place.opened is not None:
+            self.state.put_many(writes)
+            writes = []
             self.put_boundary(league, place.boundary, place.key, place.opened)
-        put(LEAGUES, league_key, applied.record)
+        writes += ((LEAGUES, league_key, applied.record),)
         if applied.history:
-            history_max = self.config.rule_for(league).options.history_max
             seqs = [row[0] for row in applied.history]
             history = history_keys(players, seqs)
             if history_max is None:  # every entry kept (the default): none to drop
-                self.state.put_many(HISTORY, list(zip(history, applied.history)))
+                writes += zip(repeat(HISTORY), history, applied.history)
             else:
                 for player, key, seq, row in zip(players, history, seqs, applied.history):
-                    put(HISTORY, key, row)
+                    writes += ((HISTORY, key, row),)
                     dropped = history_dropped(seq, history_max)
                     if dropped is not None:
-                        put(HISTORY, history_keys([player], [dropped])[0], None)
+                        writes += ((HISTORY, history_keys([player], [dropped])[0], None),)
+        self.state.put_many(writes)
 
     def league_players(self, league: str, system: RatingSystem) -> list[tuple[str, PlayerRecord]]:
         prefix = league_prefix(league)

@@ -31,25 +31,22 @@ class MemoryPartition:
     def get_many(self, table: str, keys: list[bytes]) -> list[Any]:
         return list(map(self.values[table].get, keys))
 
-    def put_many(self, table: str, items: list[tuple[bytes, Any]]) -> None:
+    def put_many(self, items: list[tuple[str, bytes, Any]]) -> None:
         self.writes += len(items)
-        values = self.values[table]
-        held = len(values)
-        values.update(items)
-        if len(values) != held:  # a key came (none goes: no value is None)
-            self.stale[table] = True
+        tables, stale = self.values, self.stale
+        for table, key, value in items:
+            values = tables[table]
+            if value is None:
+                if key in values:
+                    del values[key]
+                    stale[table] = True  # a key went: the sorted keys are out of date
+            else:
+                if key not in values:
+                    stale[table] = True  # a key came
+                values[key] = value
 
     def put(self, table: str, key: bytes, value: Any) -> None:
-        self.writes += 1
-        values = self.values[table]
-        if value is None:
-            if key in values:
-                del values[key]
-                self.stale[table] = True
-        else:
-            if key not in values:
-                self.stale[table] = True
-            values[key] = value
+        self.put_many([(table, key, value)])
 
     def scan(self, table: str, start: bytes, end: bytes, limit: int | None = None,
              raw: bool = False) -> list[tuple[bytes, Any]]:

@@ -124,22 +124,19 @@ SINCE = "since"
 BASE = "season_base"
 
 
-def stored_player(state: dict[str, Any], last_time: float | None, snap: int, since: int, base: int) -> dict[str, Any]:
+def stored_record(record: PlayerRecord) -> dict[str, Any]:
     """A player record as stored: the rating state's dict (`to_dict`, taken over), with
     the last match's time, the record's boundaries and season base when they are not none."""
-    if last_time is not None:
-        state[LAST_TIME] = last_time
-    if snap:
-        state[SNAP] = snap
-    if since:
-        state[SINCE] = since
-    if base:
-        state[BASE] = base
-    return state
-
-
-def stored_record(record: PlayerRecord) -> dict[str, Any]:
-    return stored_player(record.state.to_dict(), record.last_time, record.snap, record.since, record.base)
+    stored = record.state.to_dict()
+    if record.last_time is not None:
+        stored[LAST_TIME] = record.last_time
+    if record.snap:
+        stored[SNAP] = record.snap
+    if record.since:
+        stored[SINCE] = record.since
+    if record.base:
+        stored[BASE] = record.base
+    return stored
 
 
 def record_of(value: dict[str, Any], system: RatingSystem) -> PlayerRecord:

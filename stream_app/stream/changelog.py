@@ -69,7 +69,8 @@ import random
 import struct
 import zlib
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator
+from itertools import islice
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import orjson
@@ -198,32 +199,52 @@ class RecordWriter:
 
     def packed(self, rows: Iterable[tuple[bytes, bytes | None]]) -> Iterator[tuple[bytes, bytes]]:
         """Rows (None: the key deleted) as compressed packed records of about PACK_BYTES each
-        before compression, in the order given; `rows_packed` counts them."""
+        before compression, in the order given; `rows_packed` counts them. A record ends
+        with the row that brings its bytes (each row's lengths, key and value) to PACK_BYTES."""
+        rows = iter(rows)  # (a base's come from a scan of the store: taken a chunk at a time)
         keys: list[bytes] = []
         values: list[bytes | None] = []
-        size = 0
-        row_bytes = _PACKED_LENGTHS.itemsize
-        for key, value in rows:
-            keys += (key,)  # (not append: a batch's rows are packed here, and the calls a match makes are counted)
-            values += (value,)
-            size += row_bytes + len(key) + (0 if value is None else len(value))
-            if size >= PACK_BYTES:
+        size = 0  # the bytes of the rows waiting for the next record
+        while chunk := list(islice(rows, _PACK_CHUNK)):
+            chunk_keys, chunk_values = zip(*chunk)
+            # Each row's end, counted in the record being filled, without a call a row (a
+            # batch's writes all come here: the calls a match makes are counted).
+            ends = np.cumsum(_lengths(chunk_keys) + _lengths(chunk_values) + _PACKED_LENGTHS.itemsize) + size
+            start, target = 0, PACK_BYTES
+            while (end := int(ends.searchsorted(target))) < len(chunk):
+                keys += chunk_keys[start:end + 1]
+                values += chunk_values[start:end + 1]
                 yield self._packed_record(keys, values)
-                keys, values, size = [], [], 0
+                keys, values = [], []
+                start, target = end + 1, int(ends[end]) + PACK_BYTES
+            keys += chunk_keys[start:]
+            values += chunk_values[start:]
+            size = int(ends[-1]) - (int(ends[start - 1]) if start else 0)
         if keys:
             yield self._packed_record(keys, values)
 
     def _packed_record(self, keys: list[bytes], values: list[bytes | None]) -> tuple[bytes, bytes]:
         count = len(keys)
         lengths = np.empty(count, _PACKED_LENGTHS)
-        lengths["key"] = list(map(len, keys))
-        lengths["value"] = [_DELETED if value is None else len(value) for value in values]
+        lengths["key"] = _lengths(keys)
+        lengths["value"] = _lengths(values)
+        if None in values:
+            lengths["value"][[value is None for value in values]] = _DELETED
         parts = [lengths.tobytes()]
         for key, value in zip(keys, values):
             parts += (key, value or b"")
         self.rows_packed += count
         body = zlib.compress(b"".join(parts), _ZLIB_LEVEL)
         return self._key(), b"".join((b"Q", self.head, _PACKED_COUNT.pack(count), body))
+
+
+_PACK_CHUNK = 8192  # rows taken from a scan at a time
+
+
+def _lengths(pieces: Sequence[bytes | None]) -> np.ndarray:
+    """The length of each (None: 0)."""
+    filled: Sequence[Any] = [b"" if piece is None else piece for piece in pieces] if None in pieces else pieces
+    return np.fromiter(map(len, filled), np.int64, len(filled))
 
 
 def row_of(payload: memoryview | bytes) -> tuple[bytes, bytes | None]:

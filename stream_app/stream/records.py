@@ -81,11 +81,11 @@ class RecordHandler:
             done = apply(self.config, self._leagues(state), item, self.rerate_part)
             if type(done) is SeasonStarted:  # (type, not isinstance: exact classes, once a match)
                 outcome.season = done
-                self._publish(done, outcome)
+                self._publish(league, done, outcome)
             elif type(done) is Applied:
                 outcome.season = done.season  # (a season its time started, before the result)
                 outcome.applied = done
-                self._publish(done, outcome)
+                self._publish(league, done, outcome)
             else:
                 self._rerated(league, cast("Rerated | None", done), outcome)
         except BadEvent as exc:
@@ -126,8 +126,7 @@ class RecordHandler:
             raise
         return outcome
 
-    def _publish(self, done: Applied | SeasonStarted | Rerated, outcome: Outcome) -> None:
-        league = done.match.league if isinstance(done, Applied) else done.league
+    def _publish(self, league: str, done: Applied | SeasonStarted | Rerated, outcome: Outcome) -> None:
         events = events_of(done, self.config)
         # Each event's JSON is copied out: orjson's result keeps the whole block it was
         # written in, and the worker holds a batch's outputs until the broker has them; a
@@ -140,7 +139,7 @@ class RecordHandler:
             outcome.pending = league
             return
         outcome.rerated = done
-        self._publish(done, outcome)
+        self._publish(league, done, outcome)
 
     def deriver(self, state: PartitionTransaction) -> Callable[[bytes | memoryview], None]:
         """How a changelog entry's local writes are made again into this transaction (a

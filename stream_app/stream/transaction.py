@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 
 from itertools import islice
+from operator import itemgetter
 from typing import Any, Callable, Iterable, NamedTuple
 
 import orjson
@@ -66,10 +67,7 @@ def _as_stored(table: str, key: bytes, raw: bytes) -> bytes:
     return raw
 
 
-def _remember(memo: dict, key: tuple[str, bytes], value: Any) -> None:
-    if len(memo) >= CACHE_LIMIT:  # bounded: start over rather than track recency
-        memo.clear()
-    memo[key] = value
+_THIRD = itemgetter(2)
 
 
 class PartitionTransaction:
@@ -91,8 +89,8 @@ class PartitionTransaction:
         # partition's state while it lives, so they stay true until it commits them anew.
         self.cache: dict[tuple[str, bytes], Any] = {}
         self.cache_bytes = 0  # stored bytes of the values cached since the cache last started over
-        # The cached tables' writes of the batch, with their stored sizes: cached once it commits.
-        self.to_cache: list[tuple[tuple[str, bytes], Any, int]] = []
+        # The cached tables' writes of the batch, with their stored bytes: cached once it commits.
+        self.to_cache: list[tuple[tuple[str, bytes], Any, bytes]] = []
         self.reads: dict[tuple[str, bytes], Any] = {}  # the same, for this batch only
         self.changelog_next = checkpoint.changelog + 1  # where this owner's next changelog record lands
         # The overlay before each write since the savepoint (None: not kept, see `savepoint`).
@@ -135,7 +133,10 @@ class PartitionTransaction:
         if item[0] in self.tables.cached:
             self._cache(item, value, 0 if raw is None else len(raw))
         else:
-            _remember(self.reads, item, value)
+            reads = self.reads
+            if len(reads) >= CACHE_LIMIT:  # bounded: start over rather than track recency
+                reads.clear()
+            reads[item] = value
         return value
 
     def _cache(self, item: tuple[str, bytes], value: Any, size: int) -> None:
@@ -146,15 +147,12 @@ class PartitionTransaction:
         self.cache_bytes += size
 
     def put(self, table: str, key: bytes, value: Any) -> None:
-        item = (table, key)
-        if self.journal is not None:
-            self.journal.append((item, self.overlay.get(item, _MISSING)))
-        self.overlay[item] = value
+        self.put_many([(table, key, value)])
 
-    def put_many(self, table: str, items: list[tuple[bytes, Any]]) -> None:
+    def put_many(self, items: list[tuple[str, bytes, Any]]) -> None:
         overlay = self.overlay
         journal = self.journal
-        for key, value in items:
+        for table, key, value in items:
             item = (table, key)
             if journal is not None:
                 journal.append((item, overlay.get(item, _MISSING)))
@@ -288,7 +286,7 @@ class PartitionTransaction:
             table, key = item
             stored = None if value is None else encoders[table](value)
             if table in cached_tables:
-                to_cache.append((item, value, 0 if stored is None else len(stored)))
+                to_cache.append((item, value, stored or b""))
             values[prefix[table] + key] = stored
         return values
 
@@ -298,14 +296,14 @@ class PartitionTransaction:
         # The batch's cached values, in one pass under `_cache`'s bounds (a start over
         # at most, before them): its loop, not a call per value.
         cache, to_cache = self.cache, self.to_cache[-CACHE_LIMIT:]
-        new = added = 0
-        for item, _, size in to_cache:
+        new = 0
+        for item, _, _ in to_cache:
             if item not in cache:
                 new += 1
-            added += size
+        added = sum(map(len, map(_THIRD, to_cache)))  # (the sizes summed in C: no call a value)
         if added > CACHE_BYTES:  # more than the whole cache holds (a season's start): value by value
-            for item, value, size in to_cache:
-                self._cache(item, value, size)
+            for item, value, stored in to_cache:
+                self._cache(item, value, len(stored))
         else:
             if len(cache) + new > CACHE_LIMIT or self.cache_bytes + added > CACHE_BYTES:
                 cache.clear()

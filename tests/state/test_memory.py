@@ -51,8 +51,8 @@ def test_writes_and_reads_match_the_transactions(seed):
             state.put(table, key, value)
         elif move < 0.5:  # several at once, as a match's players are written (no deletes)
             items = [(k, {"n": step, "i": i}) for i, k in enumerate(rng.sample(keys, rng.randrange(1, 5)))]
-            memory.put_many(table, items)
-            state.put_many(table, items)
+            memory.put_many([(table, k, v) for k, v in items])
+            state.put_many([(table, k, v) for k, v in items])
         elif move < 0.7:
             assert memory.get(table, key) == state.get(table, key)
         elif move < 0.8:

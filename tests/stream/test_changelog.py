@@ -342,6 +342,24 @@ def test_packed_rows_come_back_in_order_from_compressed_records_of_about_pack_by
         b"\x00\x02\x00\x00\x00\x03" + b"\x00\x02\x00\x00\x00\x00" + b"\x00\x02\xff\xff\xff\xff" + b"pa[1]pbpc"
 
 
+def test_a_packed_record_ends_with_the_row_that_brings_it_to_pack_bytes_however_the_rows_are_taken(monkeypatch):
+    import stream_app.stream.changelog as changelog_module
+    monkeypatch.setattr(changelog_module, "PACK_BYTES", 5000)
+    rows = [(b"p%05d" % i, None if i % 11 == 0 else b"v" * (i * 37 % 900)) for i in range(400)]
+    found = []
+    for chunk in (1, 7, 64, 8192):  # the rows a scan gives at a time: never where a record ends
+        monkeypatch.setattr(changelog_module, "_PACK_CHUNK", chunk)
+        found.append([packed_count(memoryview(value)[DATA_START:]) for _, value in RecordWriter(1, 1).packed(rows)])
+    assert found[1:] == found[:-1] and sum(found[0]) == 400 and len(found[0]) > 5
+    sizes = [6 + len(key) + len(value or b"") for key, value in rows]  # two lengths, a key, a value (None: none)
+    start = 0
+    for count_ in found[0][:-1]:
+        bytes_ = sizes[start:start + count_]
+        assert sum(bytes_) >= 5000 > sum(bytes_[:-1])
+        start += count_
+    assert sum(sizes[start:]) < 5000 + sizes[-1]
+
+
 def test_packed_records_of_earlier_releases_are_read_as_they_were_written():
     """Kind P: uncompressed, the count, each row's two lengths, then keys and values in turn."""
     head = bytes(7) + b"\x03" + bytes(6) + b"\x01\x02"

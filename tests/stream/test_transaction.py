@@ -81,7 +81,7 @@ def test_a_rollback_undoes_what_put_many_wrote_and_keeps_what_was_there():
     state.savepoint(journal=True)
     state.put(PLAYERS, b"l\x1fa", {"rating": 1.0})
     state.savepoint(journal=True)
-    state.put_many(PLAYERS, [(b"l\x1fa", {"rating": 2.0}), (b"l\x1fb", {"rating": 3.0})])
+    state.put_many([(PLAYERS, b"l\x1fa", {"rating": 2.0}), (PLAYERS, b"l\x1fb", {"rating": 3.0})])
     assert state.get_many(PLAYERS, [b"l\x1fb", b"l\x1fa", b"l\x1fc"]) == [{"rating": 3.0}, {"rating": 2.0}, None]
     state.rollback()
     assert state.get_many(PLAYERS, [b"l\x1fa", b"l\x1fb"]) == [{"rating": 1.0}, None]
