@@ -21,7 +21,7 @@ class MemoryPartition:
         self.tables = tables
         self.values: dict[str, dict[bytes, Any]] = {table: {} for table in tables.prefixes}
         self.sorted: dict[str, list[bytes]] = {}  # table -> its keys in order, while no key came or went
-        self.stale: dict[str, bool] = dict.fromkeys(tables.prefixes, False)
+        self.stale: dict[str, bool] = dict.fromkeys(tables.prefixes, False)  # a key went since it was sorted
         self.writes = 0  # puts so far: what was built from the tables is out of date once it moves
 
     def get(self, table: str, key: bytes) -> Any:
@@ -33,17 +33,13 @@ class MemoryPartition:
 
     def put_many(self, items: list[tuple[str, bytes, Any]]) -> None:
         self.writes += len(items)
-        tables, stale = self.values, self.stale
+        tables = self.values
         for table, key, value in items:
-            values = tables[table]
-            if value is None:
-                if key in values:
-                    del values[key]
-                    stale[table] = True  # a key went: the sorted keys are out of date
-            else:
-                if key not in values:
-                    stale[table] = True  # a key came
-                values[key] = value
+            if value is not None:
+                tables[table][key] = value  # (a key that came changes the count: `_sorted` sees it)
+            elif key in tables[table]:
+                del tables[table][key]
+                self.stale[table] = True  # a key went (the count alone could miss one that came too)
 
     def put(self, table: str, key: bytes, value: Any) -> None:
         self.put_many([(table, key, value)])
@@ -63,7 +59,7 @@ class MemoryPartition:
         return iter(self.values[table].items())
 
     def _sorted(self, table: str) -> list[bytes]:
-        if self.stale[table] or table not in self.sorted:
+        if self.stale[table] or table not in self.sorted or len(self.sorted[table]) != len(self.values[table]):
             # Scans are rare in a replay (re-rates, season starts, standings built, the
             # output), writes are per match: sorting at a scan beats keeping order per write.
             self.sorted[table] = sorted(self.values[table])
