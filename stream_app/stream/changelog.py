@@ -197,21 +197,21 @@ class RecordWriter:
         """A local key's value as it is (None: deleted), as earlier releases wrote it."""
         return self._key(), b"".join((b"R", self.head, _KEY_LENGTH.pack(len(key)), key, value or b""))
 
-    def packed(self, rows: Iterable[tuple[bytes, bytes | None]]) -> Iterator[tuple[bytes, bytes]]:
-        """Rows (None: the key deleted) as compressed packed records of about PACK_BYTES each
-        before compression, in the order given; `rows_packed` counts them. A record ends
-        with the row that brings its bytes (each row's lengths, key and value) to PACK_BYTES."""
-        rows = iter(rows)  # (a base's come from a scan of the store: taken a chunk at a time)
+    def packed(self, rows: Iterable[tuple[bytes, bytes | None]] | dict[bytes, bytes | None]
+               ) -> Iterator[tuple[bytes, bytes]]:
+        """Rows (None: the key deleted; a dict's items, or (key, value) pairs) as compressed
+        packed records of about PACK_BYTES each before compression, in the order given;
+        `rows_packed` counts them. A record ends with the row that brings its bytes (each
+        row's lengths, key and value) to PACK_BYTES."""
         keys: list[bytes] = []
         values: list[bytes | None] = []
         size = 0  # the bytes of the rows waiting for the next record
-        while chunk := list(islice(rows, _PACK_CHUNK)):
-            chunk_keys, chunk_values = zip(*chunk)
+        for chunk_keys, chunk_values in _columns(rows):
             # Each row's end, counted in the record being filled, without a call a row (a
             # batch's writes all come here: the calls a match makes are counted).
             ends = np.cumsum(_lengths(chunk_keys) + _lengths(chunk_values) + _PACKED_LENGTHS.itemsize) + size
             start, target = 0, PACK_BYTES
-            while (end := int(ends.searchsorted(target))) < len(chunk):
+            while (end := int(ends.searchsorted(target))) < len(chunk_keys):
                 keys += chunk_keys[start:end + 1]
                 values += chunk_values[start:end + 1]
                 yield self._packed_record(keys, values)
@@ -239,6 +239,22 @@ class RecordWriter:
 
 
 _PACK_CHUNK = 8192  # rows taken from a scan at a time
+
+
+def _columns(rows: Iterable[tuple[bytes, bytes | None]] | dict[bytes, bytes | None]
+             ) -> Iterator[tuple[Sequence[bytes], Sequence[bytes | None]]]:
+    """The rows' keys and values: a dict's (a batch's writes) as they are, a scan's (a
+    base's) a chunk of rows at a time."""
+    if type(rows) is dict:
+        if rows:
+            yield list(rows), list(rows.values())
+        return
+    scanned = iter(rows)
+    while chunk := list(islice(scanned, _PACK_CHUNK)):
+        keys: tuple[bytes, ...]
+        values: tuple[bytes | None, ...]
+        keys, values = zip(*chunk)
+        yield keys, values
 
 
 def _lengths(pieces: Sequence[bytes | None]) -> np.ndarray:

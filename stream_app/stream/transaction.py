@@ -263,7 +263,7 @@ class PartitionTransaction:
         epoch, batch = self.checkpoint.epoch, self.checkpoint.batch + 1
         values = self.local_values()
         writer = RecordWriter(epoch, batch)
-        records = list(writer.packed(values.items()))
+        records = list(writer.packed(values))
         fingerprints = {**self.checkpoint.fingerprints, **{topic: input_fingerprint(r.timestamp, r.key, r.value)
                                                           for topic, r in self.last_input.items()}}
         after = dataclasses.replace(self.checkpoint, epoch=epoch, batch=batch,

@@ -351,6 +351,8 @@ def test_a_packed_record_ends_with_the_row_that_brings_it_to_pack_bytes_however_
         monkeypatch.setattr(changelog_module, "_PACK_CHUNK", chunk)
         found.append([packed_count(memoryview(value)[DATA_START:]) for _, value in RecordWriter(1, 1).packed(rows)])
     assert found[1:] == found[:-1] and sum(found[0]) == 400 and len(found[0]) > 5
+    # A batch's writes come as a dict: the same records.
+    assert list(RecordWriter(1, 1).packed(dict(rows))) == list(RecordWriter(1, 1).packed(rows))
     sizes = [6 + len(key) + len(value or b"") for key, value in rows]  # two lengths, a key, a value (None: none)
     start = 0
     for count_ in found[0][:-1]:
