@@ -42,7 +42,8 @@ from stream_app.stream.store import CHECKPOINT_KEY
 
 from .streamtools import BATCH, batch_loop
 
-KINDS = {b"Q": "packed rows", b"P": "packed rows (uncompressed, earlier releases)", b"E": "entries (earlier releases)",
+KINDS = {b"X": "packed rows", b"Q": "packed rows (zlib, earlier releases)",
+         b"P": "packed rows (uncompressed, earlier releases)", b"E": "entries (earlier releases)",
          b"R": "rows (earlier releases)", b"D": "rows (format before entries)", b"C": "checkpoints", b"F": "fences",
          b"S": "starts", b"B": "base openings", b"Z": "base ends"}
 

@@ -5,10 +5,10 @@ has the argument. One changelog topic, partitioned like the input: its partition
 P holds input partition P's state. Every record carries the epoch of the worker
 that wrote it (a number each take-up of the partition raises) and a batch number:
 
-- packed rows (kind Q): many local keys and their values (or their deletion),
-  compressed, about PACK_BYTES a record before compression: a batch's local
-  writes, or a base's or a write-back's rows (the whole state, in key order);
-  kind P, uncompressed, is earlier releases';
+- packed rows (kind X): many local keys and their values (or their deletion),
+  compressed (Zstandard), about PACK_BYTES a record before compression: a batch's
+  local writes, or a base's or a write-back's rows (the whole state, in key order);
+  kinds P (uncompressed) and Q (zlib) are earlier releases';
 - an entry (kind E), as earlier releases wrote one an input applied, with its
   outcome (what the domain needs to write its tables again without doing the
   work again: stream/records.py's deriver);
@@ -74,6 +74,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import orjson
+import zstandard
 
 ENTRY = 0x45  # b"E"
 ROW = 0x52  # b"R"
@@ -82,8 +83,9 @@ FENCE = 0x46  # b"F"
 START = 0x53  # b"S"
 OLD_ROW = 0x44  # b"D": a row of the format before entries (its key, new value and value before the batch)
 ROWS = 0x50  # b"P": packed rows (earlier releases')
-ZROWS = 0x51  # b"Q": packed rows, compressed (zlib), a value may be a deletion
-PACKED = (ROWS, ZROWS)
+ZROWS = 0x51  # b"Q": packed rows compressed with zlib, a value may be a deletion (earlier releases')
+ZSTD_ROWS = 0x58  # b"X": packed rows compressed with Zstandard, a value may be a deletion
+PACKED = (ROWS, ZROWS, ZSTD_ROWS)
 BASE = 0x42  # b"B": a base opens: the owner's state as of its batch, in packed rows written between later batches
 BASE_END = 0x5A  # b"Z": the base's rows are complete
 
@@ -96,9 +98,10 @@ _KEY_LENGTH = struct.Struct(">H")
 _PACKED_COUNT = struct.Struct(">I")
 _PACKED_LENGTHS = np.dtype([("key", ">u2"), ("value", ">u4")])
 _DELETED = 0xFFFFFFFF  # a compressed packed row's value length: the key is deleted
-# zlib's fastest level: rows of JSON values shrink about six times (561 to 92 bytes a
-# two-player match's writes), at about 8 ns a byte (docs/performance.md).
-_ZLIB_LEVEL = 1
+# Zstandard's level 1: rows of JSON values shrink about seven times (563 to 78 bytes a
+# two-player match's writes), at about 1.6 ns a byte; zlib's fastest level, which releases
+# before this one wrote, made 100 bytes at 4 (docs/performance.md).
+_ZSTD_LEVEL = 1
 # About the bytes of a packed record before compression: a base of a million keys is a few
 # hundred records (each a producer call), far below Kafka's 1 MiB bound on a record.
 PACK_BYTES = 256 * 1024
@@ -174,13 +177,14 @@ class RecordWriter:
     """The data records of one batch, numbered in order: their epoch and batch are
     packed once, not per record."""
 
-    __slots__ = ("epoch", "batch", "head", "count", "rows_packed")
+    __slots__ = ("epoch", "batch", "head", "count", "rows_packed", "compressor")
 
     def __init__(self, epoch: int, batch: int, first: int = 0):
         self.epoch, self.batch = epoch, batch
         self.head = _MARK_HEAD.pack(epoch, batch)
         self.count = first
         self.rows_packed = 0
+        self.compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)  # (not shared: one thread each)
 
     def _key(self) -> bytes:
         key = _DATA_KEY.pack(1, self.epoch, self.batch, self.count)
@@ -234,8 +238,8 @@ class RecordWriter:
         for key, value in zip(keys, values):
             parts += (key, value or b"")
         self.rows_packed += count
-        body = zlib.compress(b"".join(parts), _ZLIB_LEVEL)
-        return self._key(), b"".join((b"Q", self.head, _PACKED_COUNT.pack(count), body))
+        body = self.compressor.compress(b"".join(parts))
+        return self._key(), b"".join((b"X", self.head, _PACKED_COUNT.pack(count), body))
 
 
 _PACK_CHUNK = 8192  # rows taken from a scan at a time
@@ -283,7 +287,9 @@ def packed_rows(kind: int, payload: memoryview | bytes) -> Iterator[tuple[bytes,
     if kind == ROWS:
         return rows_of(payload)
     count = _PACKED_COUNT.unpack_from(payload)[0]
-    return _unpacked(zlib.decompress(payload[_PACKED_COUNT.size:]), 0, count, True)
+    body = payload[_PACKED_COUNT.size:]
+    data = zstandard.ZstdDecompressor().decompress(body) if kind == ZSTD_ROWS else zlib.decompress(body)
+    return _unpacked(data, 0, count, True)
 
 
 def packed_count(payload: memoryview | bytes) -> int:
@@ -429,8 +435,8 @@ class ChangelogRule:
             return
         kind = value[0]
         epoch, batch = _MARK_HEAD.unpack_from(value, 1)
-        if kind == ENTRY or kind == ROW or kind == ZROWS or kind == ROWS or kind == OLD_ROW:
-            packed = kind == ZROWS or kind == ROWS
+        if kind == ZSTD_ROWS or kind == ENTRY or kind == ROW or kind == ZROWS or kind == ROWS or kind == OLD_ROW:
+            packed = kind == ZSTD_ROWS or kind == ZROWS or kind == ROWS
             if packed and (epoch, batch) == self.base:  # the open base's
                 if key <= self.last_base_key:  # a copy the producer sent again (below): stored twice, a
                     self.copies += 1  # table file would have its keys out of order

@@ -7,8 +7,9 @@ import zlib
 from itertools import count
 
 import orjson
+import zstandard
 
-from stream_app.stream.changelog import (BASE_ROWS_FIRST, DATA_START, ENTRY, PACK_BYTES, ROW, ROWS, ZROWS, Checkpoint,
+from stream_app.stream.changelog import (BASE_ROWS_FIRST, DATA_START, ENTRY, PACK_BYTES, ROW, ROWS, ZROWS, ZSTD_ROWS, Checkpoint,
                                          ChangelogRule, RecordWriter, base_end_record, base_record, checkpoint_record,
                                          fence_record, input_fingerprint, mark_of, packed_count, packed_rows, row_of,
                                          start_record)
@@ -34,7 +35,7 @@ def rows_of(records: list) -> dict:
     """Committed row records folded into the values they leave (None: deleted)."""
     rows = {}
     for kind, payload in records:
-        assert kind in (ROW, ROWS, ZROWS)
+        assert kind in (ROW, ROWS, ZSTD_ROWS)
         for key, value in packed_rows(kind, payload) if kind != ROW else [row_of(payload)]:
             rows[key] = None if value is None else orjson.loads(value)
     return rows
@@ -316,7 +317,7 @@ def test_a_packed_base_replaces_the_state_before_it_as_a_base_of_rows_does():
             if offset >= rule.position:
                 rule.feed(offset, key, value)
         records, checkpoint, wipe = rule.take()
-        assert wipe and [kind for kind, _ in records] == [ZROWS, ROW] and rows_of(records) == {b"pa": 1, b"pb": 4}
+        assert wipe and [kind for kind, _ in records] == [ZSTD_ROWS, ROW] and rows_of(records) == {b"pa": 1, b"pb": 4}
         assert (checkpoint.epoch, checkpoint.batch, checkpoint.base) == (1, 4, len(BEFORE_BASE))
 
 
@@ -327,19 +328,28 @@ def test_packed_rows_come_back_in_order_from_compressed_records_of_about_pack_by
     records = list(writer.packed(iter(rows)))
     assert writer.rows_packed == 3000 and len(records) == writer.count > 2
     assert len({key for key, _ in records}) == len(records)  # a key of its own each: the cleaner keeps every one
-    assert all(value[:1] == b"Q" and mark_of(value)[1:] == (3, 258) for _, value in records)
+    assert all(value[:1] == b"X" and mark_of(value)[1:] == (3, 258) for _, value in records)
     assert all(len(value) < PACK_BYTES / 4 for _, value in records)  # about PACK_BYTES each before compression
-    unpacked = [row for _, value in records for row in packed_rows(ZROWS, memoryview(value)[DATA_START:])]
+    unpacked = [row for _, value in records for row in packed_rows(ZSTD_ROWS, memoryview(value)[DATA_START:])]
     assert unpacked == rows
     assert sum(packed_count(memoryview(value)[DATA_START:]) for _, value in records) == 3000
     assert list(RecordWriter(1, 1).packed(iter([]))) == []
-    # Changelogs outlive releases: the count, then compressed (zlib) each row's two lengths
-    # (a deletion's value length all ones), then keys and values in turn.
+    # Changelogs outlive releases: the count, then compressed (one Zstandard frame) each row's
+    # two lengths (a deletion's value length all ones), then keys and values in turn.
     [(_, record)] = RecordWriter(3, 258).packed(iter([(b"pa", b"[1]"), (b"pb", b""), (b"pc", None)]))
     head = bytes(7) + b"\x03" + bytes(6) + b"\x01\x02"
-    assert record[:DATA_START + 4] == b"Q" + head + b"\x00\x00\x00\x03"
-    assert zlib.decompress(record[DATA_START + 4:]) == \
-        b"\x00\x02\x00\x00\x00\x03" + b"\x00\x02\x00\x00\x00\x00" + b"\x00\x02\xff\xff\xff\xff" + b"pa[1]pbpc"
+    body = b"\x00\x02\x00\x00\x00\x03" + b"\x00\x02\x00\x00\x00\x00" + b"\x00\x02\xff\xff\xff\xff" + b"pa[1]pbpc"
+    assert record[:DATA_START + 4] == b"X" + head + b"\x00\x00\x00\x03"
+    assert zstandard.ZstdDecompressor().decompress(record[DATA_START + 4:]) == body
+    # Earlier releases compressed the same with zlib (kind Q): read as they were written.
+    earlier = b"Q" + head + b"\x00\x00\x00\x03" + zlib.compress(body, 1)
+    assert list(packed_rows(ZROWS, memoryview(earlier)[DATA_START:])) == [(b"pa", b"[1]"), (b"pb", b""), (b"pc", None)]
+    rule = ChangelogRule(Checkpoint())
+    for offset, value in enumerate([earlier, checkpoint_record(3, 258, {TOPIC: 0})[1]]):
+        rule.feed(offset, (b"\x01" + bytes(20)) if offset == 0 else b"c", value)
+    records, _, _ = rule.take()
+    assert [(kind, list(packed_rows(kind, payload))) for kind, payload in records] == [
+        (ZROWS, [(b"pa", b"[1]"), (b"pb", b""), (b"pc", None)])]
 
 
 def test_a_packed_record_ends_with_the_row_that_brings_it_to_pack_bytes_however_the_rows_are_taken(monkeypatch):
@@ -508,7 +518,7 @@ def test_a_base_record_the_producer_sent_twice_is_taken_once():
         for offset in range(rule.position, len(log)):
             rule.feed(offset, *log[offset])
         records, checkpoint, wipe = rule.take()
-        keys = [key for kind, payload in records if kind == ZROWS for key, _ in packed_rows(kind, payload)]
+        keys = [key for kind, payload in records if kind == ZSTD_ROWS for key, _ in packed_rows(kind, payload)]
         assert wipe and keys == [key for key, _ in state] and rule.copies == 1
         assert rows_of(records)[b"pk00"] == 100 and checkpoint.base == 3
 

@@ -26,7 +26,7 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
-from stream_app.stream.changelog import (BASE, BASE_END, BASE_ROWS_FIRST, CHECKPOINT, DATA_START, FENCE, START, ZROWS,
+from stream_app.stream.changelog import (BASE, BASE_END, BASE_ROWS_FIRST, CHECKPOINT, DATA_START, FENCE, START, ZSTD_ROWS,
                                          ChangelogRule, Checkpoint, checkpoint_payload, checkpoint_record, fence_record,
                                          mark_of,
                                          packed_count, packed_rows)
@@ -241,7 +241,7 @@ async def test_a_crash_before_the_checkpoint_leaves_the_batch_uncommitted_and_it
     broker.send = send
     broker.crash_at = None
     assert len(broker.values(SETTINGS.changes_topic)) > 0
-    assert broker.logs[(CHANGELOG, partition)][-1][1][:1] == b"Q"  # the batch's rows, no checkpoint
+    assert broker.logs[(CHANGELOG, partition)][-1][1][:1] == b"X"  # the batch's rows, no checkpoint
     store = reopened(store) if restart == "same directory" else LocalStore(tmp_path / "b")
     if restart == "same directory":
         assert committed(store, PLAYERS) == before  # the local store never saw the batch
@@ -306,7 +306,7 @@ async def test_a_replaced_workers_stalled_batch_landing_late_changes_nothing(lan
         stalled.running.set()
         with pytest.raises(Fenced):
             await zombie
-        fenced_records = sum(1 for key, value in broker.logs[(CHANGELOG, partition)] if value[:1] == b"Q"
+        fenced_records = sum(1 for key, value in broker.logs[(CHANGELOG, partition)] if value[:1] == b"X"
                              and int.from_bytes(value[1:9], "big") == 1)
     # B's first batch is smaller than A's stalled one: A wrote keys B's batch does not write.
     await b.apply_batch(records[10:13])
@@ -316,7 +316,7 @@ async def test_a_replaced_workers_stalled_batch_landing_late_changes_nothing(lan
         assert fenced_records > 0
         changelog = broker.logs[(CHANGELOG, partition)]
         fence = [value for _, value in changelog].index(fence_record(2)[1])
-        late = [key for key, value in changelog[fence:] if value[:1] == b"Q" and value[1:9] == (1).to_bytes(8, "big")]
+        late = [key for key, value in changelog[fence:] if value[:1] == b"X" and value[1:9] == (1).to_bytes(8, "big")]
         keys = [key for key, _ in changelog]
         assert late and len(set(keys)) == len(keys)
     if lands == "after the new owner's batch":
@@ -695,7 +695,7 @@ async def test_a_changelog_of_earlier_releases_is_taken_up_in_place_and_packed_r
         await worker.apply_batch(batch)
     ledger, _ = expected(log)
     assert_committed_state_is(local(store), ledger)
-    assert {value[:1] for p in log for _, value in broker.logs[(CHANGELOG, p)]} == {b"D", b"E", b"Q", b"C", b"F"}
+    assert {value[:1] for p in log for _, value in broker.logs[(CHANGELOG, p)]} == {b"D", b"E", b"X", b"C", b"F"}
     assert_committed_state_is(logged(broker), ledger)
 
 
@@ -716,7 +716,7 @@ def held(broker: MemoryBroker, partition: int) -> int:
 
 def counted_as(record: tuple[int, bytes, bytes]) -> int:
     _, key, value = record
-    return packed_count(value[DATA_START:]) if value[0] == ZROWS and not is_base_row(key) else 1
+    return packed_count(value[DATA_START:]) if value[0] == ZSTD_ROWS and not is_base_row(key) else 1
 
 
 def is_base_row(key: bytes) -> bool:
@@ -862,7 +862,7 @@ async def test_a_base_is_written_between_the_batches_after_it_and_every_reader_e
                 opened = (epoch, batch)
             elif kind == BASE_END:
                 opened = None
-            elif opened and kind == ZROWS and (epoch, batch) > opened:
+            elif opened and kind == ZSTD_ROWS and (epoch, batch) > opened:
                 between += packed_count(value[DATA_START:])
     assert between > 50
     assert counted("ratings_changelog_bases_total") - bases >= 2
@@ -981,8 +981,8 @@ async def test_a_crash_between_a_base_and_its_deletion_loses_nothing_and_the_nex
     kind, epoch, of_batch = mark_of(broker.records(CHANGELOG, partition)[based_at.base][2])
     assert (kind, epoch) == (BASE, based_at.epoch) and of_batch < based_at.batch
     base = [value for _, key, value in broker.records(CHANGELOG, partition)
-            if value[0] == ZROWS and mark_of(value)[1:] == (epoch, of_batch) and is_base_row(key)]
-    keys = [key for value in base for key, _ in packed_rows(ZROWS, value[DATA_START:])]
+            if value[0] == ZSTD_ROWS and mark_of(value)[1:] == (epoch, of_batch) and is_base_row(key)]
+    keys = [key for value in base for key, _ in packed_rows(ZSTD_ROWS, value[DATA_START:])]
     assert keys == sorted(set(keys)) and len(keys) > 100  # the state at that batch, in key order
     assert not any(value is None for p in log for _, _, value in broker.records(CHANGELOG, p))
     before = held(broker, partition)

@@ -307,7 +307,7 @@ async def test_a_batch_is_not_applied_until_its_checkpoint_arrives(memory, pair)
     memory.held.add(SETTINGS.changes_topic)  # the outputs wait: the batch's rows land, its checkpoint not
     batch = asyncio.ensure_future(owner.apply_batch(log[20:40]))
     changelog = memory.logs[(CHANGELOG, 0)]
-    await until(lambda: changelog[-1][1][:1] == b"Q" and standby.records == len(changelog), "the rows read")
+    await until(lambda: changelog[-1][1][:1] == b"X" and standby.records == len(changelog), "the rows read")
     await settle()
     assert not batch.done() and rows(store, 0) == committed
     memory.held.discard(SETTINGS.changes_topic)

@@ -5,7 +5,7 @@ test_changelog.py."""
 
 import orjson
 
-from stream_app.stream.changelog import ZROWS, Checkpoint, ChangelogRule, packed_rows
+from stream_app.stream.changelog import ZSTD_ROWS, Checkpoint, ChangelogRule, packed_rows
 from stream_app.state.tables import CACHED, MATCHES, PLAYERS, TABLE_PREFIX, store_key
 from stream_app.state.base import Tables
 from stream_app.stream.transaction import PartitionTransaction
@@ -29,8 +29,8 @@ def test_a_batch_reads_its_own_writes_and_the_changelog_gets_them_as_the_store_d
     # The local store gets the batch's writes, each encoded once; the changelog, the same bytes, packed.
     assert values == {store_key(PLAYERS, b"l\x1fa"): b'{"rating":2.0}', store_key(MATCHES, b"l\x1fm1"): b'{"seq":1}',
                       store_key(PLAYERS, b"l\x1fz"): None}
-    assert [value[:17] for _, value in records] == [b"Q" + bytes(7) + b"\x03" + bytes(7) + b"\x08"]
-    assert list(packed_rows(ZROWS, memoryview(records[0][1])[17:])) == list(values.items())
+    assert [value[:17] for _, value in records] == [b"X" + bytes(7) + b"\x03" + bytes(7) + b"\x08"]
+    assert list(packed_rows(ZSTD_ROWS, memoryview(records[0][1])[17:])) == list(values.items())
     assert (after.epoch, after.batch, after.rows) == (3, 8, 3)
     # Read back: the rows count only with their checkpoint.
     reader = ChangelogRule(Checkpoint(epoch=3, batch=7, changelog=9))
@@ -38,7 +38,7 @@ def test_a_batch_reads_its_own_writes_and_the_changelog_gets_them_as_the_store_d
     assert reader.take()[0] == []
     reader.feed(11, *mark)
     committed_records, checkpoint, _ = reader.take()
-    assert [kind for kind, _ in committed_records] == [ZROWS]
+    assert [kind for kind, _ in committed_records] == [ZSTD_ROWS]
     assert (checkpoint.epoch, checkpoint.batch, checkpoint.changelog, checkpoint.rows) == (3, 8, 11, 3)
     state.checkpointed(after)
     assert state.get(PLAYERS, b"l\x1fa") == {"rating": 2.0} and not state.overlay and not state.dirty
@@ -73,7 +73,7 @@ def test_a_rollback_undoes_the_writes_since_the_savepoint_and_the_changelog_gets
     state.rollback()
     records, _, _, values = state.checkpoint_writes()
     assert values == {store_key(PLAYERS, b"l\x1fa"): b'{"rating":1.0}', store_key(PLAYERS, b"l\x1fc"): b'{"rating":4.0}'}
-    assert [row for _, value in records for row in packed_rows(ZROWS, memoryview(value)[17:])] == list(values.items())
+    assert [row for _, value in records for row in packed_rows(ZSTD_ROWS, memoryview(value)[17:])] == list(values.items())
 
 
 def test_a_rollback_undoes_what_put_many_wrote_and_keeps_what_was_there():
