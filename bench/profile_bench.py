@@ -20,6 +20,14 @@ input consumer) is the stream benchmark's (`python -m bench.stream_bench
 --only throughput --profile 10`: py-spy of the worker, by package).
 
     python -m bench.profile_bench [--matches N] [--history-max N] [--repeat N] [--no-compiled]
+    python -m bench.profile_bench --instructions [--matches N]
+
+`--instructions` counts instead of timing: the machine instructions a match takes
+(valgrind's cachegrind, every thread: RocksDB's flushes too), the worker's path and
+the floor, each the difference of two runs (a warm-up batch, then the warm-up and
+the matches). A count does not vary with the machine's load as a time does, so it
+tells two versions of the code apart where times of this machine cannot (it does
+not see cache misses: the time stays the measure of the targets).
 
 The stages run in this process (plain Python), then in a process running the
 per-match path compiled by mypyc (deploy/compile.py), built for the run. The
@@ -31,6 +39,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -272,16 +281,73 @@ def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3
             "floor_us": least, "calls_per_match": calls}
 
 
+def _count_run(kind: str, n: int, matches_n: int) -> None:
+    """The work `instructions` counts: the first `n` of the matches, through the worker's
+    path (`handle`, with the checkpoint and the store's write) or the floor."""
+    lines = matches(matches_n)[:n]
+    runtime.collect_for_batches()
+    with tempfile.TemporaryDirectory(prefix="profile-count-") as directory:
+        if kind == "floor":
+            floor(lines, Path(directory))
+            return
+        worker = Run(LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n'), Path(directory))
+        for first in range(0, len(lines), BATCH):
+            worker.batch(lines[first:first + BATCH], first, "handle")
+        worker.close()
+
+
+def instructions(matches_n: int = 20_000) -> dict[str, float] | None:
+    """Instructions a match (cachegrind) of the worker's path and of the floor, plain
+    Python; None without valgrind. Two processes at a time, one per core."""
+    if shutil.which("valgrind") is None:
+        print("profile --instructions: needs valgrind (apt-get install valgrind); skipped")
+        return None
+    warm = BATCH
+
+    def start(kind: str, n: int) -> subprocess.Popen:
+        return subprocess.Popen(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                                 sys.executable, "-m", "bench.profile_bench", "--count-run", kind, str(n),
+                                 "--matches", str(warm + matches_n)],  # (both runs the same matches, in order)
+                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def counted(process: subprocess.Popen) -> int:
+        _, err = process.communicate()
+        found = re.search(r"I\s+refs:\s+([\d,]+)", err)
+        if process.returncode != 0 or found is None:
+            raise RuntimeError(f"cachegrind failed: {err[-2000:]}")
+        return int(found.group(1).replace(",", ""))
+
+    found = {}
+    for kind in ("handle", "floor"):
+        short, long_ = start(kind, warm), start(kind, warm + matches_n)
+        found[kind] = (counted(long_) - counted(short)) / matches_n
+    print(f"profile --instructions: {matches_n:,} two-player elo matches after {warm:,}, instructions a match "
+          f"(cachegrind): the worker's path {found['handle']:,.0f}, the floor {found['floor']:,.0f}, "
+          f"{found['handle'] / found['floor']:.2f} x")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.profile_bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--matches", type=int, default=60_000)
+    p.add_argument("--matches", type=int, help="matches timed (default 60,000) or counted (default 20,000)")
     p.add_argument("--repeat", type=int, default=3, help="passes of each kind; the least time counts (default 3)")
     p.add_argument("--history-max", type=int, help="the leagues' history_max (default: the league default)")
     p.add_argument("--no-compiled", action="store_true",
                    help="skip the run compiled by mypyc (deploy/compile.py; needs a C compiler)")
     p.add_argument("--json", help="also write the results as JSON here")
+    p.add_argument("--instructions", action="store_true",
+                   help="count the instructions a match takes (valgrind) instead of timing the stages")
+    p.add_argument("--count-run", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)  # (what --instructions runs)
     args = p.parse_args(argv)
-    results = run(args.matches, args.history_max, args.repeat, compiled=not args.no_compiled)
+    if args.count_run:
+        _count_run(args.count_run[0], int(args.count_run[1]), args.matches)
+        return 0
+    if args.instructions:
+        counts = instructions(args.matches or 20_000)
+        if args.json and counts is not None:
+            Path(args.json).write_bytes(orjson.dumps({"instructions_per_match": counts}))
+        return 0
+    results = run(args.matches or 60_000, args.history_max, args.repeat, compiled=not args.no_compiled)
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(results))
     return 0
