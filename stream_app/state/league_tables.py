@@ -40,7 +40,7 @@ class PartitionLeagues:
         # match and the players read last (`save` writes them next).
         self.league_keys: dict[str, tuple[bytes, bytes, int | None]] = {}
         self.match_read: tuple[str, str, bytes] = ("", "", b"")
-        self.keys: dict[str, bytes] = {}
+        self.players_read: tuple[str, Sequence[str], list[bytes]] = ("", (), [])  # league, names, keys
         # The standings of the partition's leagues with tiers, kept between batches by the
         # record handler (None: nothing published from here: a take-up, a standby).
         self.standings_by_league = standings
@@ -66,17 +66,20 @@ class PartitionLeagues:
         known = self.league_keys
         prefix = (known[league] if league in known else self._league_keys(league))[1]
         keys = [prefix + name.encode() for name in names]
-        self.keys = dict(zip(names, keys))
+        self.players_read = (league, names, keys)
         return self.state.get_many(PLAYERS, keys)
 
     def save(self, applied: Applied) -> None:
         """The match's writes, in one `put_many` (a boundary's between them, in their order)."""
         match, place = applied.match, applied.place
         league = match.league
-        keys = self.keys
         for name, record in applied.snapshots:
             self.put_snapshot(league, place.boundary, name, record)
-        players = [keys[c.player] if c.player in keys else player_key(league, c.player) for c in applied.changes]
+        names = [change.player for change in applied.changes]
+        read_league, read_names, read_keys = self.players_read
+        # The keys of the players read last, if these are they (the changes come in their order).
+        players = read_keys if read_league == league and read_names == names else [
+            player_key(league, name) for name in names]
         writes: list[tuple[str, bytes, Any]] = list(zip(repeat(PLAYERS), players, applied.records))
         known = self.league_keys
         league_key, prefix, history_max = known[league] if league in known else self._league_keys(league)
