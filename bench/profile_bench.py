@@ -15,6 +15,11 @@ Each stage is the real code, timed on its own or by difference:
 - store: the overlay encoded and written with the checkpoint in one RocksDB write;
 - checkpointed: the overlay becomes the committed state (cache kept).
 
+`without storage`: the same records through RecordHandler.handle and the tally, over
+the replay's memory partition (dicts of decoded values: no transaction, no encoding,
+no RocksDB, no changelog). The worker's path minus it bounds what any storage half,
+native or not, can take off.
+
 What the broker adds (records into aiokafka's batches, waiting for acks, the
 input consumer) is the stream benchmark's (`python -m bench.stream_bench
 --only throughput --profile 10`: py-spy of the worker, by package).
@@ -23,9 +28,9 @@ input consumer) is the stream benchmark's (`python -m bench.stream_bench
     python -m bench.profile_bench --instructions [--matches N]
 
 `--instructions` counts instead of timing: the machine instructions a match takes
-(valgrind's cachegrind, every thread: RocksDB's flushes too), the worker's path and
-the floor, each the difference of two runs (a warm-up batch, then the warm-up and
-the matches). A count does not vary with the machine's load as a time does, so it
+(valgrind's cachegrind, every thread: RocksDB's flushes too), the worker's path, the
+path without storage and the floor, each the difference of two runs (a warm-up
+batch, then the warm-up and the matches). A count does not vary with the machine's load as a time does, so it
 tells two versions of the code apart where times of this machine cannot (it does
 not see cache misses: the time stays the measure of the targets).
 
@@ -63,6 +68,7 @@ from stream_app import runtime
 from stream_app.stream.changelog import Checkpoint
 from stream_app.state.league_tables import PartitionLeagues
 from stream_app.stream.records import RecordHandler
+from stream_app.state.memory import MemoryPartition
 from stream_app.state.tables import tables_for
 from stream_app.stream.commit import transaction
 from stream_app.stream.store import LocalStore
@@ -123,6 +129,37 @@ class Run:
 
     def close(self) -> None:
         self.store.close()
+
+
+class _FreeStorage(MemoryPartition):
+    """The replay's memory partition with what the record handler asks of a partition's
+    transaction, doing nothing: every offset new, no savepoint to go back to."""
+
+    partition = 0
+
+    def take_offset(self, topic: str, offset: int) -> bool:
+        return True
+
+    def savepoint(self, journal: bool) -> None:
+        pass
+
+    def rollback(self) -> None:
+        pass
+
+
+def without_storage(lines: list[bytes], config: LeagueConfig) -> float:
+    """Microseconds per match of the worker's records (parse, apply, events) and its
+    tally, over storage that costs next to nothing (`_FreeStorage`)."""
+    state = _FreeStorage(tables_for(config))
+    handler, tally = RecordHandler(config, 1, "forward"), observe.Tally(config)
+    started = time.perf_counter()
+    for first in range(0, len(lines), BATCH):
+        applied = []
+        for offset, line in enumerate(lines[first:first + BATCH], first):
+            outcome = handler.handle(state, "matches", 0, offset, b"k", line)  # type: ignore[arg-type]
+            applied.append((outcome.applied, int(time.time() * 1000)))
+        tally.applied_batch(applied, time.time())
+    return (time.perf_counter() - started) / len(lines) * 1e6
 
 
 def floor(lines: list[bytes], directory: Path) -> float:
@@ -252,6 +289,7 @@ def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3
     found = {here: measure(lines, config, repeat)}
     with tempfile.TemporaryDirectory(prefix="profile-floor-") as directory:
         least = min(floor(lines, Path(directory) / str(k)) for k in range(repeat))
+    free = min(without_storage(lines, config) for _ in range(repeat))
     if compiled and here == "plain":
         with tempfile.TemporaryDirectory(prefix="profile-compiled-") as directory:
             env = compiled_copy(Path(directory) / "build")
@@ -274,18 +312,24 @@ def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3
     for kind in kinds:
         print(f"  {kind}: {1e6 / totals[kind]:,.0f} matches/s on one core, before the broker's share; "
               f"{totals[kind] / least:.2f} x the floor")
+    print(f"  without storage ({here}): {free:.1f} us a match, the records and the tally over a memory partition: "
+          f"{free / least:.2f} x the floor; the storage half is {totals[here] - free:.1f} us of the {totals[here]:.1f}")
     print(f"  floor: {least:.1f} us a match, the same work in one loop with nothing around it (`floor`)")
     calls = calls_per_match(lines, config)
     print(f"  Python calls a match ({here}, cProfile): worker {calls['worker']:.1f}, replay {calls['replay']:.1f}")
     return {"matches": len(lines), "history_max": history_max, "us_per_match": found, "total_us": totals,
-            "floor_us": least, "calls_per_match": calls}
+            "floor_us": least, "without_storage_us": free, "calls_per_match": calls}
 
 
 def _count_run(kind: str, n: int, matches_n: int) -> None:
     """The work `instructions` counts: the first `n` of the matches, through the worker's
-    path (`handle`, with the checkpoint and the store's write) or the floor."""
+    path (`handle`, with the checkpoint and the store's write), the path without storage
+    (`free`) or the floor."""
     lines = matches(matches_n)[:n]
     runtime.collect_for_batches()
+    if kind == "free":
+        without_storage(lines, LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n'))
+        return
     with tempfile.TemporaryDirectory(prefix="profile-count-") as directory:
         if kind == "floor":
             floor(lines, Path(directory))
@@ -297,8 +341,9 @@ def _count_run(kind: str, n: int, matches_n: int) -> None:
 
 
 def instructions(matches_n: int = 20_000) -> dict[str, float] | None:
-    """Instructions a match (cachegrind) of the worker's path and of the floor, plain
-    Python; None without valgrind. Two processes at a time, one per core."""
+    """Instructions a match (cachegrind) of the worker's path, of the path without
+    storage and of the floor, plain Python; None without valgrind. Two processes at a
+    time, one per core."""
     if shutil.which("valgrind") is None:
         print("profile --instructions: needs valgrind (apt-get install valgrind); skipped")
         return None
@@ -318,12 +363,13 @@ def instructions(matches_n: int = 20_000) -> dict[str, float] | None:
         return int(found.group(1).replace(",", ""))
 
     found = {}
-    for kind in ("handle", "floor"):
+    for kind in ("handle", "free", "floor"):
         short, long_ = start(kind, warm), start(kind, warm + matches_n)
         found[kind] = (counted(long_) - counted(short)) / matches_n
+    handle, free, least = found["handle"], found["free"], found["floor"]
     print(f"profile --instructions: {matches_n:,} two-player elo matches after {warm:,}, instructions a match "
-          f"(cachegrind): the worker's path {found['handle']:,.0f}, the floor {found['floor']:,.0f}, "
-          f"{found['handle'] / found['floor']:.2f} x")
+          f"(cachegrind): the worker's path {handle:,.0f} ({handle / least:.2f} x the floor), without storage "
+          f"{free:,.0f} ({free / least:.2f} x; the storage half {handle - free:,.0f}), the floor {least:,.0f}")
     return found
 
 
