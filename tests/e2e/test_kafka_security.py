@@ -232,7 +232,9 @@ def test_ratings_client_publishes_and_follows_as_its_principals(deployment):
 
     changes = asyncio.run(run())
     assert {(change["match_id"], change["player"]) for change in changes} == {("g1", "cho"), ("g1", "lee")}
-    assert league_matches(worker, "go") == 1
+    # The events are acknowledged before the batch's local write (the commit sequence): the
+    # API shows the match a moment after a follower has its events.
+    wait_for(lambda: league_matches(worker, "go") == 1, 10, "the match served by the API", workers=[worker])
 
 
 # -- a wrong password, a CA that did not sign the broker's certificate --------------------------
