@@ -24,7 +24,7 @@ What the broker adds (records into aiokafka's batches, waiting for acks, the
 input consumer) is the stream benchmark's (`python -m bench.stream_bench
 --only throughput --profile 10`: py-spy of the worker, by package).
 
-    python -m bench.profile_bench [--matches N] [--history-max N] [--repeat N] [--no-compiled]
+    python -m bench.profile_bench [--matches N] [--history-max N] [--repeat N] [--no-compiled] [--plot PNG]
     python -m bench.profile_bench --instructions [--matches N]
 
 `--instructions` counts instead of timing: the machine instructions a match takes
@@ -279,7 +279,7 @@ def calls_per_match(lines: list[bytes], config: LeagueConfig) -> dict[str, float
 
 
 def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3,
-        compiled: bool = True) -> dict[str, Any]:
+        compiled: bool = True, plot_to: Path | None = None) -> dict[str, Any]:
     """The stages in this process, then (with `compiled`) in a process running the
     per-match path compiled by mypyc (deploy/compile.py), built for the run."""
     lines = matches(matches_n)
@@ -317,10 +317,47 @@ def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3
         print(f"  without storage ({here}): {free:.1f} us a match, the records and the tally over a memory partition: "
               f"{free / least:.2f} x the floor; the storage half is {totals[here] - free:.1f} us of the {totals[here]:.1f}")
     print(f"  floor: {least:.1f} us a match, the same work in one loop with nothing around it (`floor`)")
+    if plot_to is not None and free is not None:
+        plot(found[here], free, least, plot_to)
+        print(f"  plotted: {plot_to}")
     calls = calls_per_match(lines, config)
     print(f"  Python calls a match ({here}, cProfile): worker {calls['worker']:.1f}, replay {calls['replay']:.1f}")
     return {"matches": len(lines), "history_max": history_max, "us_per_match": found, "total_us": totals,
             "floor_us": least, "without_storage_us": free, "calls_per_match": calls}
+
+
+TARGET_US = 40.0  # issue #45's target for the worker's path in plain Python
+
+
+def plot(stages: dict[str, float], free: float, least: float, path: Path) -> None:
+    """The worker's path stage by stage, the same path over storage that costs nothing,
+    and the floor, against the target: one horizontal bar each, in microseconds a match."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    bars = ["the worker's path", "without storage\n(records and tally)", "the floor"]
+    left = 0.0
+    colours = plt.get_cmap("tab10").colors
+    for k, stage in enumerate(STAGES):
+        ax.barh(0, stages[stage], left=left, color=colours[k], label=stage)
+        left += stages[stage]
+    ax.barh(1, free, color="0.55")
+    ax.barh(2, least, color="0.3")
+    for y, value in enumerate((left, free, least)):
+        ax.text(value + 0.5, y, f"{value:.1f} us", va="center", fontsize=9)
+    ax.axvline(TARGET_US, color="crimson", linestyle="--", linewidth=1.2)
+    ax.text(TARGET_US, -0.55, f" target {TARGET_US:.0f} us", color="crimson", va="center", fontsize=9)
+    ax.set_yticks(range(3), bars)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(left, TARGET_US) * 1.15)
+    ax.set_xlabel("microseconds a two-player elo match, plain Python (least of the passes)")
+    ax.legend(ncol=4, fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _count_run(kind: str, n: int, matches_n: int) -> None:
@@ -383,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-compiled", action="store_true",
                    help="skip the run compiled by mypyc (deploy/compile.py; needs a C compiler)")
     p.add_argument("--json", help="also write the results as JSON here")
+    p.add_argument("--plot", type=Path, help="plot the plain path's stages, without storage and the floor (PNG)")
     p.add_argument("--instructions", action="store_true",
                    help="count the instructions a match takes (valgrind) instead of timing the stages")
     p.add_argument("--count-run", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)  # (what --instructions runs)
@@ -395,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.json and counts is not None:
             Path(args.json).write_bytes(orjson.dumps({"instructions_per_match": counts}))
         return 0
-    results = run(args.matches or 60_000, args.history_max, args.repeat, compiled=not args.no_compiled)
+    results = run(args.matches or 60_000, args.history_max, args.repeat, compiled=not args.no_compiled,
+                  plot_to=args.plot)
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(results))
     return 0
