@@ -327,6 +327,7 @@ def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3
 
 
 TARGET_US = 40.0  # issue #45's target for the worker's path in plain Python
+PROFILE_PNG = ROOT / "docs" / "profile.png"  # what `make bench` draws (`plot`)
 
 
 def plot(stages: dict[str, float], free: float, least: float, path: Path) -> None:
