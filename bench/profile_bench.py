@@ -30,9 +30,9 @@ input consumer) is the stream benchmark's (`python -m bench.stream_bench
 `--instructions` counts instead of timing: the machine instructions a match takes
 (valgrind's cachegrind, every thread: RocksDB's flushes too), the worker's path, the
 path without storage and the floor, each the difference of two runs (a warm-up
-batch, then the warm-up and the matches). A count does not vary with the machine's load as a time does, so it
-tells two versions of the code apart where times of this machine cannot (it does
-not see cache misses: the time stays the measure of the targets).
+batch, then the warm-up and the matches). A count does not vary with the machine's
+load as a time does, so it tells two versions of the code apart where times of this
+machine cannot (it does not see cache misses: the time stays the measure of the targets).
 
 The stages run in this process (plain Python), then in a process running the
 per-match path compiled by mypyc (deploy/compile.py), built for the run. The
@@ -314,8 +314,9 @@ def run(matches_n: int = 60_000, history_max: int | None = None, repeat: int = 3
         print(f"  {kind}: {1e6 / totals[kind]:,.0f} matches/s on one core, before the broker's share; "
               f"{totals[kind] / least:.2f} x the floor")
     if free is not None:
-        print(f"  without storage ({here}): {free:.1f} us a match, the records and the tally over a memory partition: "
-              f"{free / least:.2f} x the floor; the storage half is {totals[here] - free:.1f} us of the {totals[here]:.1f}")
+        print(f"  without storage ({here}): {free:.1f} us a match, the records and the tally over a memory "
+              f"partition: {free / least:.2f} x the floor; the storage half is {totals[here] - free:.1f} us "
+              f"of the {totals[here]:.1f}")
     print(f"  floor: {least:.1f} us a match, the same work in one loop with nothing around it (`floor`)")
     if plot_to is not None and free is not None:
         plot(found[here], free, least, plot_to)
@@ -367,14 +368,15 @@ def _count_run(kind: str, n: int, matches_n: int) -> None:
     (`free`) or the floor."""
     lines = matches(matches_n)[:n]
     runtime.collect_for_batches()
+    config = LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n')
     if kind == "free":
-        without_storage(lines, LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n'))
+        without_storage(lines, config)
         return
     with tempfile.TemporaryDirectory(prefix="profile-count-") as directory:
         if kind == "floor":
             floor(lines, Path(directory))
             return
-        worker = Run(LeagueConfig.from_toml('[default]\nalgorithm = "elo"\n'), Path(directory))
+        worker = Run(config, Path(directory))
         for first in range(0, len(lines), BATCH):
             worker.batch(lines[first:first + BATCH], first, "handle")
         worker.close()

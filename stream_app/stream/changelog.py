@@ -435,8 +435,8 @@ class ChangelogRule:
             return
         kind = value[0]
         epoch, batch = _MARK_HEAD.unpack_from(value, 1)
-        if kind == ZSTD_ROWS or kind == ENTRY or kind == ROW or kind == ZROWS or kind == ROWS or kind == OLD_ROW:
-            packed = kind == ZSTD_ROWS or kind == ZROWS or kind == ROWS
+        packed = kind in PACKED
+        if packed or kind == ENTRY or kind == ROW or kind == OLD_ROW:
             if packed and (epoch, batch) == self.base:  # the open base's
                 if key <= self.last_base_key:  # a copy the producer sent again (below): stored twice, a
                     self.copies += 1  # table file would have its keys out of order

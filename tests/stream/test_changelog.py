@@ -9,10 +9,10 @@ from itertools import count
 import orjson
 import zstandard
 
-from stream_app.stream.changelog import (BASE_ROWS_FIRST, DATA_START, ENTRY, PACK_BYTES, ROW, ROWS, ZROWS, ZSTD_ROWS, Checkpoint,
-                                         ChangelogRule, RecordWriter, base_end_record, base_record, checkpoint_record,
-                                         fence_record, input_fingerprint, mark_of, packed_count, packed_rows, row_of,
-                                         start_record)
+from stream_app.stream.changelog import (BASE_ROWS_FIRST, DATA_START, ENTRY, PACK_BYTES, ROW, ROWS, ZROWS, ZSTD_ROWS,
+                                         Checkpoint, ChangelogRule, RecordWriter, base_end_record, base_record,
+                                         checkpoint_record, fence_record, input_fingerprint, mark_of, packed_count,
+                                         packed_rows, row_of, start_record)
 from tests.support.changelog import old_row
 
 TOPIC = "match-results"

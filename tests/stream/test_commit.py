@@ -26,10 +26,9 @@ from stream_app.leagues import LeagueConfig
 from stream_app.offline.replay import Ledger
 from stream_app.offline.sample import multi_player_league, two_player_league
 from stream_app.settings import Settings
-from stream_app.stream.changelog import (BASE, BASE_END, BASE_ROWS_FIRST, CHECKPOINT, DATA_START, FENCE, START, ZSTD_ROWS,
-                                         ChangelogRule, Checkpoint, checkpoint_payload, checkpoint_record, fence_record,
-                                         mark_of,
-                                         packed_count, packed_rows)
+from stream_app.stream.changelog import (BASE, BASE_END, BASE_ROWS_FIRST, CHECKPOINT, DATA_START, FENCE, START,
+                                         ZSTD_ROWS, ChangelogRule, Checkpoint, checkpoint_payload, checkpoint_record,
+                                         fence_record, mark_of, packed_count, packed_rows)
 from stream_app.stream import changelog as changelog_module
 from stream_app.stream import commit as commit_module
 from stream_app.stream.commit import (ENTRY_TAKE_UP_SECONDS, ROW_TAKE_UP_SECONDS, Committer, Fenced,
